@@ -1,0 +1,1 @@
+"""The ES optimizer: noise, perturbation, schedules, shaping, strategy, history. Imports torch only."""

@@ -1,0 +1,68 @@
+"""The run's seed log: one record per generation, written atomically.
+
+Replaying it on the base model reproduces the weights bit for bit, so it is
+the checkpoint: no weight files are needed to resume.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+class History:
+    def __init__(self, path: Path, records: list[dict] | None = None, meta: dict | None = None):
+        self.path = Path(path)
+        self.records = records or []
+        self.meta = meta or {}
+
+    @classmethod
+    def load(cls, path: Path) -> "History":
+        path = Path(path)
+        if not path.exists():
+            raise FileNotFoundError(f"no history at {path}: not a run folder, or no generation finished yet")
+        data = json.loads(path.read_text())
+        return cls(path, data.get("generations", []), data.get("meta", {}))
+
+    def append(self, record: dict) -> None:
+        expected = len(self.records)
+        if record.get("generation") != expected:
+            raise ValueError(f"history expects generation {expected}, got {record.get('generation')}")
+        self.records.append(record)
+        self.save()
+
+    def save(self) -> None:
+        atomic_write_text(self.path, json.dumps({"meta": self.meta, "generations": self.records}, indent=1))
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def replay(self, perturber, upto: int | None = None, verify: bool = True, progress=None) -> None:
+        """Apply the recorded updates to the (base) weights behind `perturber`.
+
+        With verify, the weights hash after each replayed generation that has
+        one must match the recorded hash.
+        """
+        from .perturb import weights_hash
+
+        for rec in self.records[:upto]:
+            perturber.apply_update(rec["seeds"], rec["coefficients"], rec["alpha"], rec["population"])
+            if verify and rec.get("weights_hash"):
+                got = weights_hash(perturber.model)
+                if got != rec["weights_hash"]:
+                    raise RuntimeError(
+                        f"replay of generation {rec['generation']} gave weights hash {got[:12]}, "
+                        f"history says {rec['weights_hash'][:12]}: different base model, dtype or esopt version"
+                    )
+            if progress:
+                progress(rec["generation"])

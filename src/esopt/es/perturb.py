@@ -1,0 +1,163 @@
+"""In-place full-rank perturbation with bit-exact restore, and the ES update.
+
+Restoring by subtracting the noise again is not exact in floating point:
+(w + d) - d differs from w on a few percent of elements. While perturbing we
+therefore compute, chunk by chunk, what the restore will produce, and keep
+the original values of only the elements where it would differ (int32 index +
+original value). Restore subtracts the regenerated noise and writes those
+values back, so every byte of the weights is recovered without ever holding a
+second copy of the weights (measured extra memory: see docs/method.md).
+"""
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from .noise import NoiseStream, chunk_slices
+
+SCOPES = ("full", "all_linear")
+
+
+def select_parameters(model: nn.Module, scope: str | list[str] = "full") -> list[tuple[str, torch.Tensor]]:
+    """Parameters ES perturbs and updates, in a fixed order.
+
+    full: every parameter; all_linear: weights and biases of nn.Linear layers
+    except the output head; a list of glob patterns: parameters whose name
+    matches any of them. Tied parameters are visited once.
+    """
+    named = list(model.named_parameters())  # deduplicates tied weights
+    if isinstance(scope, str):
+        if scope == "full":
+            chosen = named
+        elif scope == "all_linear":
+            linear_ids = {
+                id(p)
+                for mod_name, mod in model.named_modules()
+                if isinstance(mod, nn.Linear) and not mod_name.endswith("lm_head")
+                for p in mod.parameters(recurse=False)
+            }
+            chosen = [(n, p) for n, p in named if id(p) in linear_ids]
+        else:
+            raise ValueError(f"unknown parameter scope {scope!r}; allowed: {', '.join(SCOPES)} or a list of name patterns")
+    else:
+        patterns = list(scope)
+        chosen = [(n, p) for n, p in named if any(fnmatch.fnmatchcase(n, pat) for pat in patterns)]
+    if not chosen:
+        raise ValueError(f"parameter scope {scope!r} selects no parameters of this model")
+    return chosen
+
+
+@dataclass
+class Correction:
+    name: str
+    start: int
+    index: torch.Tensor  # int32 positions within the chunk
+    values: torch.Tensor  # original values at those positions
+
+    def nbytes(self) -> int:
+        return self.index.numel() * self.index.element_size() + self.values.numel() * self.values.element_size()
+
+
+class Perturber:
+    """perturb / restore / apply_update over a fixed set of parameters."""
+
+    def __init__(self, model: nn.Module, scope: str | list[str] = "full"):
+        self.model = model
+        self.params = select_parameters(model, scope)
+        for _, p in self.params:
+            if not p.is_contiguous():
+                raise ValueError("ES needs contiguous parameters")
+        self.last_correction_bytes = 0
+
+    @property
+    def numel(self) -> int:
+        return sum(p.numel() for _, p in self.params)
+
+    def _chunks(self, seed: int) -> Iterator[tuple[str, int, torch.Tensor, torch.Tensor]]:
+        """(name, start, flat chunk view of the weights, fp32 noise) in stream order."""
+        for name, p in self.params:
+            flat = p.data.view(-1)
+            stream = NoiseStream(seed, name, flat.numel())
+            for sl in chunk_slices(flat.numel()):
+                yield name, sl.start, flat[sl], stream.next_chunk()
+
+    @torch.no_grad()
+    def perturb(self, seed: int, scale: float) -> list[Correction]:
+        """w += scale * eps(seed); returns what restore needs to be bit-exact."""
+        corrections = []
+        total = 0
+        for name, start, chunk, eps in self._chunks(seed):
+            delta = (eps * scale).to(device=chunk.device, dtype=chunk.dtype)
+            original = chunk.clone()
+            chunk.add_(delta)
+            lost = (chunk - delta).ne(original)
+            if lost.any():
+                idx = lost.nonzero().view(-1)
+                corr = Correction(name, start, idx.to(torch.int32), original[idx])
+                total += corr.nbytes()
+                corrections.append(corr)
+        self.last_correction_bytes = total
+        return corrections
+
+    @torch.no_grad()
+    def restore(self, seed: int, scale: float, corrections: list[Correction]) -> None:
+        by_chunk = {(c.name, c.start): c for c in corrections}
+        for name, start, chunk, eps in self._chunks(seed):
+            delta = (eps * scale).to(device=chunk.device, dtype=chunk.dtype)
+            chunk.sub_(delta)
+            corr = by_chunk.get((name, start))
+            if corr is not None:
+                chunk[corr.index.long()] = corr.values
+
+    @contextmanager
+    def perturbed(self, seed: int, sigma: float, sign: int = 1):
+        """Weights are theta + sign*sigma*eps(seed) inside; restored exactly on exit, also on error."""
+        scale = float(sign) * float(sigma)
+        corrections = self.perturb(seed, scale)
+        try:
+            yield
+        finally:
+            self.restore(seed, scale, corrections)
+
+    @torch.no_grad()
+    def apply_update(self, seeds: Iterable[int], coefficients: Iterable[float], alpha: float, population: int) -> None:
+        """theta += alpha / population * sum_i c_i * eps(seed_i), accumulated in fp32.
+
+        Members sharing a seed (antithetic pairs) are merged first, so each
+        distinct noise vector is drawn once; all seeds are drawn chunk by chunk
+        and summed in fp32, then added to the weights once per chunk.
+        """
+        merged: dict[int, float] = defaultdict(float)
+        for s, c in zip(seeds, coefficients):
+            merged[int(s)] += float(c)
+        merged = {s: c for s, c in merged.items() if c != 0.0}
+        if not merged or alpha == 0.0:
+            return
+        step = float(alpha) / float(population)
+        for name, p in self.params:
+            flat = p.data.view(-1)
+            streams = [(NoiseStream(s, name, flat.numel()), c) for s, c in merged.items()]
+            for sl in chunk_slices(flat.numel()):
+                acc = torch.zeros(sl.stop - sl.start, dtype=torch.float32)
+                for stream, c in streams:
+                    acc.add_(stream.next_chunk() * c)
+                chunk = flat[sl]
+                chunk.add_((acc * step).to(device=chunk.device, dtype=chunk.dtype))
+
+
+def weights_hash(model: nn.Module) -> str:
+    """sha256 over every parameter's name, dtype, shape and bytes, in order."""
+    h = hashlib.sha256()
+    for name, p in model.named_parameters():
+        t = p.detach().to("cpu").contiguous()
+        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}".encode())
+        if t.numel():
+            h.update(t.reshape(-1).view(torch.uint8).numpy())
+    return h.hexdigest()

@@ -1,0 +1,57 @@
+"""ask / tell over seeds. Knows nothing of models."""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from .shaping import sanitize, shape
+
+
+@dataclass(frozen=True)
+class Member:
+    index: int
+    seed: int
+    sign: int  # +1, or -1 for the mirrored half of an antithetic pair
+
+
+def member_seed(run_seed: int, generation: int, k: int) -> int:
+    digest = hashlib.blake2b(f"member/{int(run_seed)}/{generation}/{k}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") & ((1 << 63) - 1)
+
+
+class Strategy:
+    """Population sampling and reward-to-coefficient mapping for one run."""
+
+    def __init__(self, population: int, seed: int, antithetic: bool = True, shaping: str = "zscore"):
+        if population < 2:
+            raise ValueError(f"es.population must be >= 2, got {population}")
+        if antithetic and population % 2:
+            raise ValueError(f"es.population must be even with es.antithetic=true, got {population}")
+        self.population = population
+        self.seed = seed
+        self.antithetic = antithetic
+        self.shaping = shaping
+        shape([0.0, 1.0], shaping)  # validates the name early
+
+    def ask(self, generation: int) -> list[Member]:
+        members = []
+        if self.antithetic:
+            for k in range(self.population // 2):
+                s = member_seed(self.seed, generation, k)
+                members.append(Member(2 * k, s, +1))
+                members.append(Member(2 * k + 1, s, -1))
+        else:
+            for k in range(self.population):
+                members.append(Member(k, member_seed(self.seed, generation, k), +1))
+        return members
+
+    def tell(self, members: list[Member], rewards) -> tuple[np.ndarray, int]:
+        """Shaped update coefficient per member (sign folded in) and how many rewards were non-finite."""
+        if len(rewards) != len(members):
+            raise ValueError(f"got {len(rewards)} rewards for {len(members)} members")
+        _, n_bad = sanitize(rewards)
+        weights = shape(rewards, self.shaping)
+        coefs = np.array([w * m.sign for w, m in zip(weights, members)], dtype=np.float64)
+        return coefs, n_bad

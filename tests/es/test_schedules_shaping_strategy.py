@@ -1,0 +1,88 @@
+import json
+import math
+
+import numpy as np
+import pytest
+
+from esopt.es.history import History
+from esopt.es.schedules import scheduled
+from esopt.es.shaping import centered_rank, shape
+from esopt.es.strategy import Strategy
+
+
+def test_cosine_matches_paper_formula():
+    s0, sT, T = 7e-4, 5e-4, 100
+    for t in (0, 1, 37, 50, 99, 100):
+        want = sT + (s0 - sT) * (1 + math.cos(math.pi * t / T)) / 2
+        assert scheduled("cosine", s0, sT, t, T) == pytest.approx(want, rel=1e-12)
+    assert scheduled("cosine", s0, sT, 0, T) == pytest.approx(s0)
+    assert scheduled("cosine", s0, sT, T, T) == pytest.approx(sT)
+    vals = [scheduled("cosine", s0, sT, t, T) for t in range(T + 1)]
+    assert all(a >= b for a, b in zip(vals, vals[1:]))
+
+
+def test_linear_constant_warmup_and_errors():
+    assert scheduled("linear", 1.0, 0.0, 25, 100) == pytest.approx(0.75)
+    assert scheduled("constant", 2.0, 0.0, 60, 100) == 2.0
+    assert scheduled("constant", 2.0, 0.0, 0, 100, warmup=3) == pytest.approx(0.5)
+    assert scheduled("constant", 2.0, 0.0, 3, 100, warmup=3) == 2.0
+    with pytest.raises(ValueError, match="allowed: cosine"):
+        scheduled("exp", 1, 0, 0, 10)
+
+
+def test_zscore():
+    z = shape([1.0, 2.0, 3.0, 6.0], "zscore")
+    assert z.mean() == pytest.approx(0) and z.std() == pytest.approx(1)
+    assert np.argmax(z) == 3
+
+
+@pytest.mark.parametrize("method", ["zscore", "centered_rank", "none"])
+def test_all_equal_rewards_give_zero(method):
+    assert np.all(shape([0.5] * 6, method) == 0)
+
+
+def test_centered_rank_and_ties():
+    r = centered_rank(np.array([10.0, -3.0, 5.0, 5.0]))
+    assert r.tolist() == pytest.approx([0.5, -0.5, 0.0, 0.0])
+
+
+@pytest.mark.parametrize("method", ["zscore", "centered_rank", "none"])
+def test_non_finite_rewards_treated_as_worst(method):
+    w = shape([1.0, float("nan"), 0.0, float("inf")], method)
+    assert np.all(np.isfinite(w))
+    assert w[1] == w[2] == w.min() and w[3] == w.min()
+    assert np.all(shape([float("nan")] * 4, method) == 0)
+
+
+def test_unknown_shaping():
+    with pytest.raises(ValueError, match="allowed: zscore"):
+        shape([1, 2], "softmax")
+
+
+def test_strategy_antithetic_pairs():
+    st = Strategy(6, seed=1, antithetic=True)
+    ms = st.ask(0)
+    assert [m.sign for m in ms] == [1, -1] * 3
+    assert ms[0].seed == ms[1].seed and ms[0].seed != ms[2].seed
+    assert [m.seed for m in st.ask(0)] == [m.seed for m in ms]
+    assert ms[0].seed != st.ask(1)[0].seed
+    coefs, bad = st.tell(ms, [1.0, 0.0, 0.5, 0.5, 0.2, 0.2])
+    assert bad == 0 and coefs[1] > 0  # mirrored member: a low reward pushes along +eps
+
+
+def test_strategy_validation():
+    with pytest.raises(ValueError, match="even"):
+        Strategy(5, 0, antithetic=True)
+    with pytest.raises(ValueError, match="population"):
+        Strategy(1, 0, antithetic=False)
+
+
+def test_history_atomic_and_ordered(tmp_path):
+    h = History(tmp_path / "history.json", meta={"x": 1})
+    h.append({"generation": 0, "seeds": [1], "coefficients": [0.0], "alpha": 0.1, "population": 1})
+    with pytest.raises(ValueError, match="expects generation 1"):
+        h.append({"generation": 3})
+    data = json.loads((tmp_path / "history.json").read_text())
+    assert data["meta"] == {"x": 1} and len(data["generations"]) == 1
+    assert not list(tmp_path.glob("*.tmp"))
+    assert len(History.load(tmp_path / "history.json")) == 1
