@@ -19,3 +19,34 @@ def tiny_llama(seed: int = 0, vocab: int = 256, hidden: int = 64, layers: int = 
 @pytest.fixture
 def tiny_model():
     return tiny_llama()
+
+
+@pytest.fixture(scope="session")
+def esopt_cache(tmp_path_factory):
+    """A private model cache: tiny aliases are built into it once per session."""
+    import os
+
+    path = tmp_path_factory.mktemp("esopt-cache")
+    old = os.environ.get("ESOPT_CACHE")
+    os.environ["ESOPT_CACHE"] = str(path)
+    yield path
+    if old is None:
+        os.environ.pop("ESOPT_CACHE", None)
+    else:
+        os.environ["ESOPT_CACHE"] = old
+
+
+TINY_OVERRIDES = [
+    "model=tiny-llama", "es.generations=3", "es.population=4", "es.episodes_per_member=3", "tasks.heldout=3",
+    "agent.max_new_tokens=4", "agent.examples=[]", "eval.at_start=true", "runtime.threads=1",
+]
+
+
+@pytest.fixture
+def tiny_cfg(esopt_cache, tmp_path):
+    from esopt.config import load_config
+
+    def make(*extra):
+        return load_config(None, TINY_OVERRIDES + [f"run.out_dir={tmp_path}"] + list(extra))
+
+    return make

@@ -1,0 +1,82 @@
+"""Run many episodes of one policy together: each turn, every live episode's
+conversation is decoded in one batched generation, then stepped in its env.
+
+A failure inside one episode (its env raising) is recorded with the traceback
+and ends that episode with the failure reward; the others go on.
+"""
+from __future__ import annotations
+
+import traceback
+from dataclasses import asdict, dataclass, field
+
+from ..models.policy import Sampling
+
+
+@dataclass
+class Episode:
+    task: str  # identifies the task (e.g. the puzzle) for pairing across members
+    observation0: str
+    turns: list[dict] = field(default_factory=list)
+    reward: float = 0.0
+    done: bool = False
+    solved: bool = False
+    error: str | None = None
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class AgentContext:
+    """What the agent sees besides the episode: the part co-evolution will search."""
+
+    system_prompt: str = ""
+    examples: tuple = ()  # few-shot chat messages placed before the episode
+    history: str = "window"  # full | window
+    window: int = 0
+
+    @classmethod
+    def from_config(cls, agent_cfg) -> "AgentContext":
+        return cls(agent_cfg.system_prompt, tuple(agent_cfg.examples), agent_cfg.history, agent_cfg.window)
+
+    def conversation(self, past: list[tuple[str, str]], observation: str) -> list[dict]:
+        msgs = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
+        msgs += [dict(m) for m in self.examples]
+        kept = past if self.history == "full" else (past[-self.window :] if self.window else [])
+        for obs, reply in kept:
+            msgs += [{"role": "user", "content": obs}, {"role": "assistant", "content": reply}]
+        msgs.append({"role": "user", "content": observation})
+        return msgs
+
+
+def rollout(policy, envs, tasks: list[str], observations: list[str], context: AgentContext,
+            max_new_tokens: int, sampling: Sampling = Sampling(), seed: int = 0,
+            failure_reward: float = 0.0, on_turn=None) -> list[Episode]:
+    """Play every env (already reset, with its first observation) to the end."""
+    episodes = [Episode(task=t, observation0=o) for t, o in zip(tasks, observations)]
+    current = list(observations)
+    past: list[list[tuple[str, str]]] = [[] for _ in envs]
+    turn = 0
+    while True:
+        live = [i for i, ep in enumerate(episodes) if not ep.done]
+        if not live:
+            return episodes
+        convs = [context.conversation(past[i], current[i]) for i in live]
+        replies = policy.generate(convs, max_new_tokens, sampling, seed=seed + 7919 * turn)
+        for i, reply in zip(live, replies):
+            ep = episodes[i]
+            try:
+                obs, reward, terminated, truncated, info = envs[i].step(reply)
+            except Exception:
+                ep.error = traceback.format_exc()
+                ep.reward, ep.done = failure_reward, True
+                continue
+            ep.turns.append({"response": reply, "action": info.get("action"), "feedback": info.get("feedback"), "reward": reward})
+            ep.reward += float(reward)
+            past[i].append((current[i], reply))
+            current[i] = obs
+            if terminated or truncated:
+                ep.done, ep.solved = True, bool(info.get("solved", False))
+        turn += 1
+        if on_turn:
+            on_turn(turn, sum(ep.done for ep in episodes))

@@ -1,0 +1,152 @@
+"""esopt command line: train, eval, export, bench."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+DEFAULT_CONFIG = "configs/demo.yaml"
+
+
+def _split(items: list[str]) -> tuple[str | None, list[str]]:
+    """First non-override argument is the config file; KEY=VALUE items are overrides."""
+    config, overrides = None, []
+    for it in items:
+        if "=" in it:
+            overrides.append(it)
+        elif config is None:
+            config = it
+        else:
+            raise SystemExit(f"esopt: error: unexpected argument {it!r} (overrides look like es.population=8)")
+    return config, overrides
+
+
+def cmd_train(a) -> int:
+    from .config import load_config
+    from .train.rundir import RunDir
+    from .train.trainer import Trainer
+
+    config, overrides = _split(a.args)
+    if a.resume:
+        if config:
+            raise SystemExit("esopt: error: --resume takes the run's own config; pass no config file")
+        run = RunDir(Path(a.resume))
+        cfg = run.load_config(overrides)
+        trainer = Trainer(cfg, run)
+        start = trainer.resume()
+    else:
+        cfg = load_config(config or _default_config(), overrides)
+        run = RunDir.create(cfg)
+        print(f"[esopt] run folder: {run.path}", flush=True)
+        trainer = Trainer(cfg, run)
+        start = 0
+    summary = trainer.train(start)
+    _print_summary(summary)
+    return 0
+
+
+def _print_summary(summary: dict) -> None:
+    print(f"[esopt] run folder: {summary['run_dir']}")
+    if "base" in summary:
+        b, f, imp = summary["base"], summary["final"], summary["improvement"]
+        print(f"[esopt] held-out reward: base {b['reward']:.4f} -> ES {f['reward']:.4f} "
+              f"(paired difference {imp['mean']:+.4f} ± {imp['se']:.4f} SE, n={f['n']})")
+        print(f"RESULT heldout_reward_base={b['reward']:.4f}")
+    print(f"RESULT heldout_reward_es={summary['final']['reward']:.4f}")
+
+
+def _default_config() -> str:
+    if Path(DEFAULT_CONFIG).exists():
+        return DEFAULT_CONFIG
+    raise SystemExit(f"esopt: error: no config given and {DEFAULT_CONFIG} not found in {Path.cwd()}")
+
+
+def cmd_eval(a) -> int:
+    from .config import load_config
+    from .models import HFPolicy, load_model
+    from .train.evaluate import evaluate
+    from .train.tasks import TaskSource
+    from .utils.seeding import derive_seed
+
+    config, overrides = _split(a.args)
+    if a.run_dir:
+        from .export import load_run_weights
+
+        model, tok, cfg, n = load_run_weights(a.run_dir)
+        if overrides:
+            cfg = load_config(Path(a.run_dir) / "config.yaml", overrides)
+        label = f"{a.run_dir} after {n} generations"
+    else:
+        cfg = load_config(config or _default_config(), overrides + ([f"model={a.model}"] if a.model else []))
+        model, tok = load_model(cfg.model, cfg.runtime.dtype, cfg.runtime.device)
+        label = cfg.model
+    if cfg.runtime.threads:
+        import torch
+
+        torch.set_num_threads(cfg.runtime.threads)
+    stats, _ = evaluate(HFPolicy(model, tok, cfg.agent.batch_size), TaskSource(cfg.env, cfg.tasks, cfg.run.seed), cfg,
+                        seed=derive_seed("eval", cfg.run.seed))
+    print(f"[esopt] {label}: held-out reward {stats['reward']:.4f} ± {stats['reward_se']:.4f}, solved {stats['solved']:.4f}, n={stats['n']}")
+    print(f"RESULT heldout_reward={stats['reward']:.4f}")
+    print(f"RESULT heldout_solved={stats['solved']:.4f}")
+    return 0
+
+
+def cmd_export(a) -> int:
+    from .export import export_run
+
+    info = export_run(a.run_dir, a.out_dir)
+    print(f"[esopt] exported {info['generations']} generations of {a.run_dir} to {a.out_dir} (weights {info['weights_hash'][:12]})")
+    return 0
+
+
+def cmd_bench(a) -> int:
+    config, overrides = _split(a.args)
+    config = config or _default_config()
+    if a.name == "es-memory":
+        from .bench.es_memory import main
+
+        main(config, overrides, a.out or "bench-results/es-memory.json")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="esopt", description="Evolution strategies for fine-tuning LLM agents.")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    t = sub.add_parser("train", help="ES fine-tuning run", description="Train with ES. Args: [CONFIG.yaml] [key.path=value ...]")
+    t.add_argument("args", nargs="*", metavar="CONFIG_OR_OVERRIDE")
+    t.add_argument("--resume", metavar="RUN_DIR", help="continue a stopped run from its history")
+    t.set_defaults(func=cmd_train)
+    e = sub.add_parser("eval", help="held-out evaluation of a run or a model",
+                       description="Evaluate a run's final weights (--run) or a model (--model) on the held-out tasks.")
+    e.add_argument("args", nargs="*", metavar="CONFIG_OR_OVERRIDE")
+    g = e.add_mutually_exclusive_group()
+    g.add_argument("--run", dest="run_dir", metavar="RUN_DIR")
+    g.add_argument("--model", metavar="NAME")
+    e.set_defaults(func=cmd_eval)
+    x = sub.add_parser("export", help="write a run's final weights as a Hugging Face folder")
+    x.add_argument("run_dir")
+    x.add_argument("out_dir")
+    x.set_defaults(func=cmd_export)
+    b = sub.add_parser("bench", help="benchmarks (print RESULT lines, write JSON)")
+    b.add_argument("name", choices=["es-memory"])
+    b.add_argument("args", nargs="*", metavar="CONFIG_OR_OVERRIDE")
+    b.add_argument("--out", help="JSON output path")
+    b.set_defaults(func=cmd_bench)
+    return p
+
+
+def main(argv=None) -> int:
+    from .config import ConfigError
+    from .models.loading import ModelError
+
+    a = build_parser().parse_args(argv)
+    try:
+        return a.func(a)
+    except (ConfigError, ModelError, FileNotFoundError, FileExistsError) as err:
+        print(f"esopt: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

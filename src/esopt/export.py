@@ -1,0 +1,37 @@
+"""Rebuild a run's final weights from its history and write a Hugging Face folder."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .es.perturb import Perturber, weights_hash
+from .models import load_model
+from .train.rundir import RunDir
+
+
+def load_run_weights(run_dir: str | Path, upto: int | None = None):
+    """(model, tokenizer, cfg) with the run's weights after `upto` generations (default: all)."""
+    run = RunDir(Path(run_dir))
+    cfg = run.load_config()
+    history = run.history()
+    model, tok = load_model(cfg.model, cfg.runtime.dtype, cfg.runtime.device)
+    if history.meta.get("base_weights_hash") not in (None, weights_hash(model)):
+        raise RuntimeError(f"model {cfg.model!r} is not the base model of run {run_dir} (weights hash differs)")
+    records = history.records[:upto]
+    if records:
+        history.replay(Perturber(model, cfg.es.scope), upto=upto, verify=False)
+        got = weights_hash(model)
+        if got != records[-1]["weights_hash"]:
+            raise RuntimeError(f"replayed weights hash {got[:12]} != recorded {records[-1]['weights_hash'][:12]}")
+    return model, tok, cfg, len(records)
+
+
+def export_run(run_dir: str | Path, out_dir: str | Path) -> dict:
+    model, tok, cfg, n = load_run_weights(run_dir)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    info = {"run_dir": str(run_dir), "base_model": cfg.model, "generations": n, "weights_hash": weights_hash(model)}
+    (out / "esopt_export.json").write_text(json.dumps(info, indent=1))
+    return info

@@ -1,0 +1,1 @@
+"""Trainer loop, evaluation, run folders."""

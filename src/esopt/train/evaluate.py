@@ -1,0 +1,50 @@
+"""Held-out evaluation with the current (unperturbed) weights."""
+from __future__ import annotations
+
+import math
+import time
+
+from ..agent.rollout import AgentContext, rollout
+from ..models.policy import Sampling
+
+
+def sampling_of(agent_cfg) -> Sampling:
+    s = agent_cfg.sampling
+    return Sampling(s.temperature, s.top_p, s.top_k)
+
+
+def run_episodes(policy, envs, ids, obs, cfg, seed: int, on_turn=None):
+    return rollout(policy, envs, ids, obs, AgentContext.from_config(cfg.agent), cfg.agent.max_new_tokens,
+                   sampling_of(cfg.agent), seed=seed, failure_reward=cfg.run.failure_reward, on_turn=on_turn)
+
+
+def summarize(episodes) -> dict:
+    rewards = [ep.reward for ep in episodes]
+    n = len(rewards)
+    mean = sum(rewards) / n
+    var = sum((r - mean) ** 2 for r in rewards) / max(n - 1, 1)
+    return {
+        "reward": mean,
+        "reward_se": math.sqrt(var / n),
+        "solved": sum(ep.solved for ep in episodes) / n,
+        "errors": sum(ep.error is not None for ep in episodes),
+        "n": n,
+    }
+
+
+def evaluate(policy, tasks, cfg, seed: int = 0) -> tuple[dict, list]:
+    envs, ids, obs = tasks.heldout()
+    t0 = time.time()
+    episodes = run_episodes(policy, envs, ids, obs, cfg, seed)
+    stats = summarize(episodes)
+    stats["seconds"] = time.time() - t0
+    return stats, episodes
+
+
+def paired_difference(after: list[float], before: list[float]) -> tuple[float, float]:
+    """Mean and standard error of the per-task difference (same tasks, same order)."""
+    d = [a - b for a, b in zip(after, before)]
+    n = len(d)
+    mean = sum(d) / n
+    var = sum((x - mean) ** 2 for x in d) / max(n - 1, 1)
+    return mean, math.sqrt(var / n)

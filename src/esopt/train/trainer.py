@@ -1,0 +1,185 @@
+"""The ES trainer: wires strategy, perturber, policy, tasks and the run folder.
+
+One generation: ask -> for each member (perturbed, always restored) play its
+episodes -> tell -> apply_update -> append the history record (the checkpoint)
+-> metrics, trajectories, periodic held-out evaluation.
+"""
+from __future__ import annotations
+
+import math
+import time
+import traceback
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from ..config import Config
+from ..es.perturb import Perturber, weights_hash
+from ..es.schedules import scheduled
+from ..es.strategy import Strategy
+from ..models import HFPolicy, load_model
+from ..utils.seeding import derive_seed
+from .evaluate import evaluate, paired_difference, run_episodes
+from .rundir import RunDir
+from .tasks import TaskSource
+
+
+def schedule_values(cfg: Config, t: int) -> tuple[float, float]:
+    T = cfg.es.generations
+    s, a = cfg.es.sigma, cfg.es.alpha
+    return (scheduled(s.schedule, s.start, s.end, t, T, s.warmup), scheduled(a.schedule, a.start, a.end, t, T, a.warmup))
+
+
+class Trainer:
+    def __init__(self, cfg: Config, run: RunDir, model=None, tokenizer=None, log=print):
+        self.cfg, self.run, self.log = cfg, run, log
+        if cfg.runtime.threads:
+            torch.set_num_threads(cfg.runtime.threads)
+        if model is None:
+            model, tokenizer = load_model(cfg.model, cfg.runtime.dtype, cfg.runtime.device)
+        self.model = model
+        self.policy = HFPolicy(model, tokenizer, cfg.agent.batch_size)
+        self.perturber = Perturber(model, cfg.es.scope)
+        self.strategy = Strategy(cfg.es.population, derive_seed("strategy", cfg.run.seed), cfg.es.antithetic, cfg.es.shaping)
+        self.tasks = TaskSource(cfg.env, cfg.tasks, cfg.run.seed)
+        self.history = run.history(meta={"model": cfg.model, "base_weights_hash": weights_hash(model),
+                                          "scope_numel": self.perturber.numel})
+        self.rollout_fn = run_episodes  # replaceable in tests
+
+    # ------------------------------------------------------------------ resume
+    def resume(self) -> int:
+        """Replay the history onto the freshly loaded base weights; returns the next generation."""
+        done = len(self.history)
+        if self.history.meta.get("base_weights_hash") not in (None, weights_hash(self.model)):
+            raise RuntimeError(f"model {self.cfg.model!r} is not the base model this run started from (weights hash differs)")
+        if done:
+            t0 = time.time()
+            self.history.replay(self.perturber, verify=False)
+            got, want = weights_hash(self.model), self.history.records[-1]["weights_hash"]
+            if got != want:
+                raise RuntimeError(f"replaying {done} generations gave weights hash {got[:12]}, history says {want[:12]}")
+            self.log(f"[esopt] resumed {self.run.path}: replayed {done} generations in {time.time() - t0:.1f}s, weights hash {got[:12]} verified")
+        self.run.truncate_metrics(done)
+        return done
+
+    # --------------------------------------------------------------- evaluation
+    def evaluate(self, generation: int) -> dict:
+        stats, episodes = evaluate(self.policy, self.tasks, self.cfg, seed=derive_seed("eval", self.cfg.run.seed))
+        self.run.write_trajectories(f"eval_gen{generation:04d}", [{"generation": generation, **ep.to_json()} for ep in episodes])
+        self.run.log({"kind": "eval", "generation": generation, **{f"heldout_{k}": v for k, v in stats.items()}})
+        self.log(f"[esopt] held-out after {generation} generations: reward {stats['reward']:.3f} ± {stats['reward_se']:.3f} "
+                 f"(solved {stats['solved']:.3f}, n={stats['n']}, {stats['seconds']:.0f}s)")
+        return {**stats, "per_task": [ep.reward for ep in episodes]}
+
+    # --------------------------------------------------------------- generation
+    def generation(self, t: int, bar=None) -> dict:
+        cfg = self.cfg
+        sigma, alpha = schedule_values(cfg, t)
+        members = self.strategy.ask(t)
+        rewards, member_rows, traj = [], [], []
+        times = {"perturb": 0.0, "rollout": 0.0, "restore": 0.0}
+        tokens0 = self.policy.tokens_generated
+        for m in members:
+            envs, ids, obs = self.tasks.train(cfg.es.episodes_per_member, t)
+            row = {"member": m.index, "seed": m.seed, "sign": m.sign}
+            t0 = time.time()
+            t1 = t2 = None
+            try:
+                with self.perturber.perturbed(m.seed, sigma, m.sign):
+                    t1 = time.time()
+                    on_turn = (lambda turn, done: bar.set_postfix_str(refresh=False, s=f"gen {t} member {m.index} episodes {done}/{len(envs)} "
+                                                                      f"reward {np.nanmean(rewards) if rewards else float('nan'):.3f}")) if bar else None
+                    episodes = self.rollout_fn(self.policy, envs, ids, obs, cfg,
+                                               seed=derive_seed("rollout", cfg.run.seed, t, m.index), on_turn=on_turn)
+                    t2 = time.time()
+                reward = float(np.mean([ep.reward for ep in episodes]))
+                traj += [{"generation": t, "member": m.index, **ep.to_json()} for ep in episodes]
+                row["errors"] = sum(ep.error is not None for ep in episodes)
+            except Exception:  # a member that fails entirely counts as the worst; weights were restored
+                reward = float("nan")
+                row["error"] = traceback.format_exc()
+                self.log(f"[esopt] member {m.index} of generation {t} failed:\n{row['error']}")
+            t3 = time.time()
+            if t1 is not None:
+                times["perturb"] += t1 - t0
+                times["rollout"] += (t2 or t3) - t1
+                times["restore"] += t3 - (t2 or t3)
+            rewards.append(reward)
+            member_rows.append({**row, "reward": reward})
+            if bar:
+                bar.update(1)
+        coefs, n_bad = self.strategy.tell(members, rewards)
+        t0 = time.time()
+        self.perturber.apply_update([m.seed for m in members], coefs, alpha, len(members))
+        times["update"] = time.time() - t0
+        t0 = time.time()
+        digest = weights_hash(self.model)
+        times["hash"] = time.time() - t0
+        record = {
+            "generation": t, "sigma": sigma, "alpha": alpha, "population": len(members),
+            "seeds": [m.seed for m in members], "signs": [m.sign for m in members],
+            "rewards": [r if math.isfinite(r) else None for r in rewards],
+            "shaped": [c * m.sign for c, m in zip(coefs.tolist(), members)],
+            "coefficients": coefs.tolist(), "nonfinite_rewards": n_bad, "weights_hash": digest,
+        }
+        self.history.append(record)  # the checkpoint: written atomically before anything else
+        self.run.write_trajectories(f"gen{t:04d}", traj)
+        finite = np.array([r for r in rewards if math.isfinite(r)] or [float("nan")])
+        stats = {
+            "kind": "train", "generation": t, "reward_mean": float(finite.mean()), "reward_max": float(finite.max()),
+            "reward_min": float(finite.min()), "reward_std": float(finite.std()), "sigma": sigma, "alpha": alpha,
+            "nonfinite_rewards": n_bad, "tokens": self.policy.tokens_generated - tokens0,
+            **{f"time_{k}": v for k, v in times.items()},
+        }
+        self.run.log(stats)
+        return stats
+
+    # --------------------------------------------------------------------- run
+    def train(self, start: int = 0) -> dict:
+        cfg = self.cfg
+        T = cfg.es.generations
+        evals = {}
+        if start == 0 and cfg.eval.at_start:
+            evals[0] = self.evaluate(0)
+        bar = tqdm(total=(T - start) * cfg.es.population, desc="ES", unit="member", dynamic_ncols=True, mininterval=1.0)
+        try:
+            for t in range(start, T):
+                t0 = time.time()
+                s = self.generation(t, bar)
+                bar.write(f"[esopt] gen {t + 1}/{T}: reward mean {s['reward_mean']:.3f} max {s['reward_max']:.3f} "
+                          f"min {s['reward_min']:.3f} | sigma {s['sigma']:.2e} alpha {s['alpha']:.2e} | "
+                          f"{time.time() - t0:.0f}s (rollout {s['time_rollout']:.0f}s, noise "
+                          f"{s['time_perturb'] + s['time_restore'] + s['time_update']:.0f}s)")
+                done = t + 1
+                if cfg.eval.every and done % cfg.eval.every == 0 and done < T:
+                    evals[done] = self.evaluate(done)
+        finally:
+            bar.close()
+        evals[T] = self.evaluate(T)
+        return self.finish(evals)
+
+    def finish(self, evals: dict) -> dict:
+        T = self.cfg.es.generations
+        summary = {"run_dir": str(self.run.path), "generations": T, "weights_hash": weights_hash(self.model),
+                   "final": {k: v for k, v in evals[T].items() if k != "per_task"}}
+        base = evals.get(0) or self._load_eval(0)
+        if base is not None:
+            diff, se = paired_difference(evals[T]["per_task"], base["per_task"])
+            summary["base"] = {k: v for k, v in base.items() if k != "per_task"}
+            summary["improvement"] = {"mean": diff, "se": se}
+        self.run.write_json("summary.json", summary)
+        self.run.close()
+        return summary
+
+    def _load_eval(self, generation: int):
+        """The recorded held-out episodes of an earlier evaluation (after a resume)."""
+        import json
+
+        p = self.run.trajectories / f"eval_gen{generation:04d}.jsonl"
+        if not p.exists():
+            return None
+        eps = [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
+        rewards = [e["reward"] for e in eps]
+        n = len(rewards)
+        return {"reward": sum(rewards) / n, "solved": sum(e["solved"] for e in eps) / n, "n": n, "per_task": rewards}

@@ -1,0 +1,72 @@
+from esopt.agent.rollout import AgentContext, rollout
+from esopt.envs import make
+
+
+class ScriptedPolicy:
+    """Answers from a per-conversation script keyed on the board text."""
+
+    def __init__(self, answer):
+        self.answer = answer
+        self.batches = []
+
+    def generate(self, convs, max_new_tokens, sampling, seed=0):
+        self.batches.append(len(convs))
+        return [self.answer(c) for c in convs]
+
+
+class ExplodingEnv:
+    max_turns = 3
+
+    def step(self, action):
+        raise RuntimeError("env crashed")
+
+
+def test_batched_turns_solve_and_failure_isolated():
+    from esopt.envs.sudoku import generate_puzzle
+
+    puzzles = [generate_puzzle(4, 2, s) for s in range(3)]
+    envs, obs = [], []
+    for p in puzzles:
+        e = make("sudoku", puzzle=p, reward="partial")
+        envs.append(e)
+        obs.append(e.reset()[0])
+    envs.append(ExplodingEnv())
+    obs.append("whatever")
+
+    def answer(conv):
+        """Finds the env showing this observation and plays its first blank correctly."""
+        text = conv[-1]["content"]
+        for env in envs[:3]:
+            if env._obs == text:
+                r, c = next((r, c) for r, c in env.puzzle.blank_cells if env.board[r][c] == 0)
+                return f"r{r + 1}c{c + 1}={env.puzzle.solution[r][c]}"
+        return "r1c1=1"  # the env that crashes
+
+    policy = ScriptedPolicy(answer)
+    eps = rollout(policy, envs, ["a", "b", "c", "d"], obs, AgentContext(), max_new_tokens=8, failure_reward=-1.0)
+    assert policy.batches[0] == 4  # every live episode decoded together
+    assert eps[3].error and "env crashed" in eps[3].error and eps[3].reward == -1.0
+    for ep in eps[:3]:
+        assert ep.done and ep.error is None
+        assert len(ep.turns) >= 1 and {"response", "action", "feedback", "reward"} <= set(ep.turns[0])
+    assert all(ep.solved and ep.reward == 1.0 and len(ep.turns) == 2 for ep in eps[:3])
+    assert policy.batches == [4, 3]  # the crashed episode left the batch; the rest went on
+
+
+def test_unparseable_answers_consume_turns_until_truncation():
+    env = make("sudoku", size=4, blanks=2)
+    o, _ = env.reset(seed=1)
+    eps = rollout(ScriptedPolicy(lambda c: "hello"), [env], ["x"], [o], AgentContext(), max_new_tokens=4)
+    assert len(eps[0].turns) == 6 and not eps[0].solved and eps[0].reward == 0.0
+    assert "parse" in eps[0].turns[0]["feedback"]
+
+
+def test_context_window_and_examples():
+    ctx = AgentContext(system_prompt="S", examples=({"role": "user", "content": "ex"}, {"role": "assistant", "content": "r1c1=1"}),
+                       history="window", window=1)
+    past = [("o1", "a1"), ("o2", "a2")]
+    msgs = ctx.conversation(past, "o3")
+    assert [m["content"] for m in msgs] == ["S", "ex", "r1c1=1", "o2", "a2", "o3"]
+    full = AgentContext(history="full").conversation(past, "o3")
+    assert [m["content"] for m in full] == ["o1", "a1", "o2", "a2", "o3"]
+    assert [m["content"] for m in AgentContext().conversation(past, "o3")] == ["o3"]

@@ -1,0 +1,53 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+from esopt.cli import main
+
+from conftest import TINY_OVERRIDES
+
+
+@pytest.mark.parametrize("cmd", [[], ["train"], ["eval"], ["export"], ["bench"]])
+def test_help(cmd):
+    out = subprocess.run([sys.executable, "-m", "esopt", *cmd, "--help"], capture_output=True, text=True)
+    assert out.returncode == 0 and "usage: esopt" in out.stdout
+
+
+@pytest.mark.parametrize("override,needle", [
+    ("es.populaton=8", "unknown config key 'es.populaton'; allowed here: generations, population"),
+    ("env.size=5", "bad value for 'env.size': 5"),
+    ("es.shaping=softmax", "bad value for 'es.shaping'"),
+    ("nonsense", "unexpected argument"),
+])
+def test_bad_config_exits_nonzero_with_one_line(override, needle, capsys):
+    try:
+        rc = main(["train", "configs/demo.yaml", override])
+    except SystemExit as e:  # argument-shape errors exit via SystemExit
+        rc, msg = 2, str(e)
+    else:
+        msg = capsys.readouterr().err
+    assert rc != 0
+    assert needle in msg
+    assert len(msg.strip().splitlines()) == 1
+
+
+def test_unknown_model_folder(capsys, tmp_path):
+    rc = main(["eval", "configs/demo.yaml", f"run.out_dir={tmp_path}", "--model", "./no/such/model"])
+    assert rc == 2 and "model folder ./no/such/model does not exist" in capsys.readouterr().err
+
+
+def test_train_eval_export_resume_cli(esopt_cache, tmp_path, capsys):
+    args = ["train", "configs/demo.yaml", *TINY_OVERRIDES, "es.generations=2", f"run.out_dir={tmp_path}", "run.name=cli"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "RESULT heldout_reward_base=" in out and out.strip().splitlines()[-1].startswith("RESULT heldout_reward_es=")
+    run = tmp_path / "cli"
+    assert json.loads((run / "history.json").read_text())["generations"][1]["generation"] == 1
+    assert main(["train", "--resume", str(run)]) == 0  # already complete: just re-evaluates
+    assert main(["eval", "--run", str(run)]) == 0
+    assert "RESULT heldout_reward=" in capsys.readouterr().out
+    assert main(["export", str(run), str(tmp_path / "hf")]) == 0
+    assert (tmp_path / "hf" / "config.json").exists() and (tmp_path / "hf" / "model.safetensors").exists()
+    assert main(["train", "configs/demo.yaml", *TINY_OVERRIDES, f"run.out_dir={tmp_path}", "run.name=cli"]) == 2
