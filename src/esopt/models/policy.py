@@ -14,10 +14,11 @@ class Sampling:
 
 
 class HFPolicy:
-    def __init__(self, model, tokenizer, batch_size: int = 64):
+    def __init__(self, model, tokenizer, batch_size: int = 64, prefix_cache: bool = True):
         self.model = model
         self.tokenizer = tokenizer
         self.batch_size = batch_size
+        self.prefix_cache = prefix_cache
         self.device = next(model.parameters()).device
         self.tokens_generated = 0
 
@@ -35,16 +36,66 @@ class HFPolicy:
 
     def _generate_batch(self, texts, max_new_tokens, sampling, seed):
         tok = self.tokenizer
-        enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.device)
+        rows = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
+        shared = _common_prefix_len(rows) if self.prefix_cache and len(rows) > 1 else 0
+        shared = min(shared, min(len(r) for r in rows) - 1)  # every row keeps >= 1 token to decode from
         kwargs = dict(max_new_tokens=max_new_tokens, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
         if sampling.temperature > 0:
             kwargs.update(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k or None)
         else:
             kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        if shared >= MIN_SHARED_PREFIX:
+            # The system prompt, examples and fixed text are shared by every row: encode them
+            # once and give all rows a copy of that KV cache; padding sits between prefix and suffix.
+            ids, mask = _pad_between(rows, shared, tok.pad_token_id)
+            prefix = ids[:1, :shared].to(self.device)
+            cache = self.model(input_ids=prefix, use_cache=True).past_key_values
+            _expand_cache(cache, len(rows))
+            kwargs[_CACHE_KWARG] = cache
+        else:
+            ids, mask = _pad_left(rows, tok.pad_token_id)
+        ids, mask = ids.to(self.device), mask.to(self.device)
         # sampling draws from a forked, locally seeded RNG: the global RNG is left as it was
         with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
             torch.manual_seed(seed)
-            ids = self.model.generate(**enc, **kwargs)
-        new = ids[:, enc["input_ids"].shape[1] :]
+            out = self.model.generate(input_ids=ids, attention_mask=mask, **kwargs)
+        new = out[:, ids.shape[1] :]
         self.tokens_generated += int((new != tok.pad_token_id).sum())
         return tok.batch_decode(new, skip_special_tokens=True)
+
+
+MIN_SHARED_PREFIX = 16
+_CACHE_KWARG = "cache" if int(__import__("transformers").__version__.split(".")[0]) >= 6 else "past_key_values"
+
+
+def _common_prefix_len(rows: list[list[int]]) -> int:
+    first = rows[0]
+    n = min(len(r) for r in rows)
+    for i in range(n):
+        v = first[i]
+        if any(r[i] != v for r in rows):
+            return i
+    return n
+
+
+def _pad_left(rows, pad_id):
+    width = max(len(r) for r in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, r in enumerate(rows):
+        ids[i, width - len(r) :] = torch.tensor(r)
+        mask[i, width - len(r) :] = 1
+    return ids, mask
+
+
+def _pad_between(rows, shared, pad_id):
+    """[shared prefix][padding][own suffix] per row."""
+    ids, mask = _pad_left([r[shared:] for r in rows], pad_id)
+    prefix = torch.tensor(rows[0][:shared]).expand(len(rows), -1)
+    return torch.cat([prefix, ids], 1), torch.cat([torch.ones_like(prefix), mask], 1)
+
+
+def _expand_cache(cache, batch: int) -> None:
+    for layer in cache.layers:
+        layer.keys = layer.keys.expand(batch, -1, -1, -1).contiguous()
+        layer.values = layer.values.expand(batch, -1, -1, -1).contiguous()
