@@ -49,7 +49,7 @@ class HFPolicy:
             # once and give all rows a copy of that KV cache; padding sits between prefix and suffix.
             ids, mask = _pad_between(rows, shared, tok.pad_token_id)
             prefix = ids[:1, :shared].to(self.device)
-            cache = self.model(input_ids=prefix, use_cache=True).past_key_values
+            cache = self.model(input_ids=prefix, use_cache=True)[_CACHE_KWARG]
             _expand_cache(cache, len(rows))
             kwargs[_CACHE_KWARG] = cache
         else:
@@ -65,7 +65,12 @@ class HFPolicy:
 
 
 MIN_SHARED_PREFIX = 16
-_CACHE_KWARG = "cache" if int(__import__("transformers").__version__.split(".")[0]) >= 6 else "past_key_values"
+try:  # transformers 5.x renamed `past_key_values` to `cache`
+    from transformers.generation.utils import ALL_CACHE_NAMES as _  # noqa: F401
+
+    _CACHE_KWARG = "cache"
+except ImportError:
+    _CACHE_KWARG = "past_key_values"
 
 
 def _common_prefix_len(rows: list[list[int]]) -> int:

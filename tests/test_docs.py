@@ -1,0 +1,29 @@
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from esopt.config import Config
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def leaf_keys(cls, prefix=""):
+    for name, field in cls.model_fields.items():
+        ann = field.annotation
+        if isinstance(ann, type) and issubclass(ann, BaseModel) and name not in ("sigma", "alpha"):
+            yield from leaf_keys(ann, f"{prefix}{name}.")
+        else:
+            yield f"{prefix}{name}"
+
+
+def test_config_reference_lists_every_key():
+    text = (ROOT / "docs" / "config.md").read_text()
+    missing = [k for k in leaf_keys(Config) if f"`{k}" not in text]
+    assert not missing, f"docs/config.md lacks {missing}"
+
+
+def test_shipped_configs_are_valid():
+    from esopt.config import load_config
+
+    for path in (ROOT / "configs").glob("*.yaml"):
+        load_config(path)

