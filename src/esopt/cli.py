@@ -32,6 +32,11 @@ def cmd_train(a) -> int:
             raise SystemExit("esopt: error: --resume takes the run's own config; pass no config file")
         run = RunDir(Path(a.resume))
         cfg = run.load_config(overrides)
+        if overrides:  # e.g. es.generations=20 extends the run; later resumes see the same config
+            from .config import dump_config
+            from .es.history import atomic_write_text
+
+            atomic_write_text(run.config_path, dump_config(cfg))
         trainer = Trainer(cfg, run)
         start = trainer.resume()
     else:

@@ -18,24 +18,31 @@ def run_episodes(policy, envs, ids, obs, cfg, seed: int, on_turn=None):
                    sampling_of(cfg.agent), seed=seed, failure_reward=cfg.run.failure_reward, on_turn=on_turn)
 
 
-def summarize(episodes) -> dict:
-    rewards = [ep.reward for ep in episodes]
-    n = len(rewards)
-    mean = sum(rewards) / n
-    var = sum((r - mean) ** 2 for r in rewards) / max(n - 1, 1)
+def mean_se(values: list[float]) -> tuple[float, float]:
+    n = len(values)
+    mean = sum(values) / n
+    var = sum((v - mean) ** 2 for v in values) / max(n - 1, 1)
+    return mean, math.sqrt(var / n)
+
+
+def summarize(episodes: list[dict]) -> dict:
+    """Held-out figures from episode records (Episode.to_json() dicts)."""
+    rewards = [ep["reward"] for ep in episodes]
+    mean, se = mean_se(rewards)
     return {
         "reward": mean,
-        "reward_se": math.sqrt(var / n),
-        "solved": sum(ep.solved for ep in episodes) / n,
-        "errors": sum(ep.error is not None for ep in episodes),
-        "n": n,
+        "reward_se": se,
+        "solved": sum(ep["solved"] for ep in episodes) / len(episodes),
+        "errors": sum(ep["error"] is not None for ep in episodes),
+        "n": len(episodes),
+        "per_task": rewards,
     }
 
 
 def evaluate(policy, tasks, cfg, seed: int = 0) -> tuple[dict, list]:
     envs, ids, obs = tasks.heldout()
     t0 = time.time()
-    episodes = run_episodes(policy, envs, ids, obs, cfg, seed)
+    episodes = [ep.to_json() for ep in run_episodes(policy, envs, ids, obs, cfg, seed)]
     stats = summarize(episodes)
     stats["seconds"] = time.time() - t0
     return stats, episodes
@@ -43,8 +50,6 @@ def evaluate(policy, tasks, cfg, seed: int = 0) -> tuple[dict, list]:
 
 def paired_difference(after: list[float], before: list[float]) -> tuple[float, float]:
     """Mean and standard error of the per-task difference (same tasks, same order)."""
-    d = [a - b for a, b in zip(after, before)]
-    n = len(d)
-    mean = sum(d) / n
-    var = sum((x - mean) ** 2 for x in d) / max(n - 1, 1)
-    return mean, math.sqrt(var / n)
+    if len(after) != len(before):
+        raise ValueError(f"paired difference needs the same tasks: {len(after)} vs {len(before)} episodes")
+    return mean_se([a - b for a, b in zip(after, before)])

@@ -52,10 +52,7 @@ class RunDir:
             tb.flush()
 
     def metrics(self) -> list[dict]:
-        p = self.path / "metrics.jsonl"
-        if not p.exists():
-            return []
-        return [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
+        return _read_jsonl(self.path / "metrics.jsonl")
 
     def truncate_metrics(self, generations_done: int) -> None:
         """On resume: drop lines of generations that did not reach the history."""
@@ -77,9 +74,18 @@ class RunDir:
         self.trajectories.mkdir(parents=True, exist_ok=True)
         atomic_write_text(self.trajectories / f"{name}.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
 
+    def read_trajectories(self, name: str) -> list[dict]:
+        return _read_jsonl(self.trajectories / f"{name}.jsonl")
+
     def write_json(self, name: str, data) -> None:
         atomic_write_text(self.path / name, json.dumps(data, indent=1))
 
     def close(self) -> None:
         if self._tb:
             self._tb.close()
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

@@ -20,7 +20,7 @@ from ..es.schedules import scheduled
 from ..es.strategy import Strategy
 from ..models import HFPolicy, load_model
 from ..utils.seeding import derive_seed
-from .evaluate import evaluate, paired_difference, run_episodes
+from .evaluate import evaluate, paired_difference, run_episodes, summarize
 from .rundir import RunDir
 from .tasks import TaskSource
 
@@ -66,11 +66,12 @@ class Trainer:
     # --------------------------------------------------------------- evaluation
     def evaluate(self, generation: int) -> dict:
         stats, episodes = evaluate(self.policy, self.tasks, self.cfg, seed=derive_seed("eval", self.cfg.run.seed))
-        self.run.write_trajectories(f"eval_gen{generation:04d}", [{"generation": generation, **ep.to_json()} for ep in episodes])
-        self.run.log({"kind": "eval", "generation": generation, **{f"heldout_{k}": v for k, v in stats.items()}})
+        self.run.write_trajectories(f"eval_gen{generation:04d}", [{"generation": generation, **ep} for ep in episodes])
+        self.run.log({"kind": "eval", "generation": generation,
+                      **{f"heldout_{k}": v for k, v in stats.items() if k != "per_task"}})
         self.log(f"[esopt] held-out after {generation} generations: reward {stats['reward']:.3f} ± {stats['reward_se']:.3f} "
                  f"(solved {stats['solved']:.3f}, n={stats['n']}, {stats['seconds']:.0f}s)")
-        return {**stats, "per_task": [ep.reward for ep in episodes]}
+        return stats
 
     # --------------------------------------------------------------- generation
     def generation(self, t: int, bar=None) -> dict:
@@ -173,13 +174,6 @@ class Trainer:
         return summary
 
     def _load_eval(self, generation: int):
-        """The recorded held-out episodes of an earlier evaluation (after a resume)."""
-        import json
-
-        p = self.run.trajectories / f"eval_gen{generation:04d}.jsonl"
-        if not p.exists():
-            return None
-        eps = [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
-        rewards = [e["reward"] for e in eps]
-        n = len(rewards)
-        return {"reward": sum(rewards) / n, "solved": sum(e["solved"] for e in eps) / n, "n": n, "per_task": rewards}
+        """The figures of an earlier evaluation, from its recorded episodes (after a resume)."""
+        episodes = self.run.read_trajectories(f"eval_gen{generation:04d}")
+        return summarize(episodes) if episodes else None
