@@ -7,8 +7,9 @@ from conftest import TINY_OVERRIDES
 
 def test_es_memory_bench_runs_and_reports(esopt_cache, tmp_path, capsys):
     out = tmp_path / "es-memory.json"
-    rows = es_memory("configs/demo.yaml", TINY_OVERRIDES + ["es.population=2", "es.episodes_per_member=2"], str(out))
+    peaks = es_memory("configs/demo.yaml", TINY_OVERRIDES + ["es.population=2", "es.episodes_per_member=2"], str(out), repeats=1)
     data = json.loads(out.read_text())
     ratio = data["results"]["es_over_inference_peak_rss"]
-    assert ratio == rows["es"]["peak_rss_mb"] / rows["inference"]["peak_rss_mb"] and ratio > 0
+    assert ratio == peaks["es"] / peaks["inference"] and ratio > 0
+    assert len(data["runs"]["es"]) == 1 and data["runs"]["es"][0]["correction_mb"] > 0
     assert capsys.readouterr().out.strip().splitlines()[-1].startswith("RESULT es_over_inference_peak_rss=")

@@ -111,7 +111,7 @@ def cmd_bench(a) -> int:
     if a.name == "es-memory":
         from .bench.es_memory import main
 
-        main(config, overrides, a.out or "bench-results/es-memory.json")
+        main(config, overrides, a.out or "bench-results/es-memory.json", a.repeats)
     return 0
 
 
@@ -137,6 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("name", choices=["es-memory"])
     b.add_argument("args", nargs="*", metavar="CONFIG_OR_OVERRIDE")
     b.add_argument("--out", help="JSON output path")
+    b.add_argument("--repeats", type=int, default=3, help="fresh-process runs of each phase (medians are compared)")
     b.set_defaults(func=cmd_bench)
     return p
 

@@ -8,14 +8,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
 import time
 
-
-def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
+from ..utils.memory import peak_rss_mb
 
 
 def phase_main(argv=None) -> None:
@@ -45,22 +42,30 @@ def phase_main(argv=None) -> None:
                       "seconds": time.time() - t0, "correction_mb": trainer.perturber.last_correction_bytes / 2**20}))
 
 
-def main(config: str, overrides: list[str], out: str) -> dict:
+def main(config: str, overrides: list[str], out: str, repeats: int = 3) -> dict:
+    """Alternate the two phases `repeats` times; the ratio is of the median peaks."""
+    from statistics import median
+
     from .common import write_results
 
-    rows = {}
-    for phase in ("inference", "es"):
-        proc = subprocess.run([sys.executable, "-m", "esopt.bench.es_memory", phase, config, *overrides],
-                              capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise RuntimeError(f"{phase} phase failed:\n{proc.stderr[-3000:]}")
-        rows[phase] = json.loads(proc.stdout.strip().splitlines()[-1])
-        print(f"{phase:9s}: peak RSS {rows[phase]['peak_rss_mb']:.0f} MB (after load {rows[phase]['rss_after_load_mb']:.0f} MB), "
-              f"{rows[phase]['seconds']:.0f}s", flush=True)
-    ratio = rows["es"]["peak_rss_mb"] / rows["inference"]["peak_rss_mb"]
+    runs: dict[str, list[dict]] = {"inference": [], "es": []}
+    for r in range(repeats):
+        for phase in ("inference", "es"):
+            proc = subprocess.run([sys.executable, "-m", "esopt.bench.es_memory", phase, config, *overrides],
+                                  capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise RuntimeError(f"{phase} phase failed:\n{proc.stderr[-3000:]}")
+            row = json.loads(proc.stdout.strip().splitlines()[-1])
+            runs[phase].append(row)
+            print(f"[{r + 1}/{repeats}] {phase:9s}: peak RSS {row['peak_rss_mb']:.0f} MB "
+                  f"(after load {row['rss_after_load_mb']:.0f} MB), {row['seconds']:.0f}s", flush=True)
+    peaks = {phase: median(row["peak_rss_mb"] for row in rows) for phase, rows in runs.items()}
+    ratio = peaks["es"] / peaks["inference"]
+    print(f"median peak RSS: inference {peaks['inference']:.0f} MB, ES generation {peaks['es']:.0f} MB")
     write_results(out, "es-memory", {"es_over_inference_peak_rss": ratio},
-                  {"config": config, "overrides": overrides, "phases": rows})
-    return rows
+                  {"config": config, "overrides": overrides, "repeats": repeats,
+                   "median_peak_rss_mb": peaks, "runs": runs})
+    return peaks
 
 
 if __name__ == "__main__":

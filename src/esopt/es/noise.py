@@ -32,12 +32,17 @@ class NoiseStream:
         self.numel = numel
         self.offset = 0
 
-    def next_chunk(self) -> torch.Tensor:
+    def next_chunk(self, out: torch.Tensor | None = None) -> torch.Tensor:
+        """The next chunk, written into `out` (a float32 CPU tensor of the chunk's size) if given."""
         n = min(CHUNK, self.numel - self.offset)
         if n <= 0:
             raise RuntimeError("noise stream exhausted")
         self.offset += n
-        return torch.randn(n, generator=self.generator, dtype=torch.float32)
+        if out is None:
+            return torch.randn(n, generator=self.generator, dtype=torch.float32)
+        if out.numel() != n:
+            raise ValueError(f"noise buffer holds {out.numel()} floats, chunk has {n}")
+        return torch.randn(n, generator=self.generator, dtype=torch.float32, out=out)
 
 
 def chunk_slices(numel: int) -> Iterator[slice]:

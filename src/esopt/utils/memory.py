@@ -1,0 +1,8 @@
+"""Process memory readings."""
+from __future__ import annotations
+
+import resource
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux reports KiB
