@@ -167,3 +167,16 @@ def test_weights_hash_changes_with_one_bit(tiny_model):
     p = next(tiny_model.parameters())
     p.data.view(torch.int32).view(-1)[0] ^= 1
     assert weights_hash(tiny_model) != h
+
+
+def test_antithetic_members_are_exact_negatives():
+    model = Toy()
+    base = model.a.detach().clone()
+    pert = Perturber(model, scope=["a"])
+    with pert.perturbed(seed=9, sigma=0.01, sign=1):
+        plus = model.a.detach().clone() - base
+    with pert.perturbed(seed=9, sigma=0.01, sign=-1):
+        minus = model.a.detach().clone() - base
+    assert torch.allclose(plus, -minus, rtol=0, atol=2e-8) and plus.abs().max() > 1e-3  # equal up to weight rounding
+    scaled = 0.01 * tensor_noise(9, "a", base.numel()).view_as(base)
+    assert torch.equal((base + scaled) - base, plus)  # +eps member: exactly w + sigma*eps, rounded once
