@@ -13,3 +13,15 @@ def test_es_memory_bench_runs_and_reports(esopt_cache, tmp_path, capsys):
     assert ratio == peaks["es"] / peaks["inference"] and ratio > 0
     assert len(data["runs"]["es"]) == 1 and data["runs"]["es"][0]["correction_mb"] > 0
     assert capsys.readouterr().out.strip().splitlines()[-1].startswith("RESULT es_over_inference_peak_rss=")
+
+
+def test_perturb_bench_runs_and_reports(esopt_cache, tmp_path, capsys):
+    from esopt.bench.perturb import main as perturb
+
+    out = tmp_path / "perturb.json"
+    res = perturb("tiny-llama", str(out), repeats=2, table_size=1 << 22)
+    data = json.loads(out.read_text())
+    assert data["results"] == res and res["perturb_restore_over_axpy"] > 0
+    assert len(data["seconds"]["table"]) == 2
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[-2].startswith("RESULT perturb_restore_over_axpy=")

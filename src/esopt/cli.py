@@ -112,6 +112,13 @@ def cmd_bench(a) -> int:
         from .bench.es_memory import main
 
         main(config, overrides, a.out or "bench-results/es-memory.json", a.repeats)
+    elif a.name == "perturb":
+        from .bench.perturb import main
+        from .config import load_config
+
+        cfg = load_config(config, overrides)
+        main(cfg.model, a.out or "bench-results/perturb.json", max(a.repeats, 1), cfg.es.sigma.start,
+             cfg.es.table_size, cfg.runtime.threads)
     return 0
 
 
@@ -134,10 +141,10 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("out_dir")
     x.set_defaults(func=cmd_export)
     b = sub.add_parser("bench", help="benchmarks (print RESULT lines, write JSON)")
-    b.add_argument("name", choices=["es-memory"])
+    b.add_argument("name", choices=["es-memory", "perturb"])
     b.add_argument("args", nargs="*", metavar="CONFIG_OR_OVERRIDE")
     b.add_argument("--out", help="JSON output path")
-    b.add_argument("--repeats", type=int, default=3, help="fresh-process runs of each phase (medians are compared)")
+    b.add_argument("--repeats", type=int, default=3, help="es-memory: fresh-process runs of each phase; perturb: timed rounds (medians are compared)")
     b.set_defaults(func=cmd_bench)
     return p
 

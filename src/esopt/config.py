@@ -38,6 +38,8 @@ class ESConfig(Strict):
     alpha: Schedule = Schedule(start=2e-3, end=2e-3, schedule="constant")
     shaping: Literal["zscore", "centered_rank", "none"] = "zscore"
     scope: Union[Literal["full", "all_linear"], list[str]] = "full"
+    noise: Literal["gaussian", "table"] = "gaussian"
+    table_size: int = Field(1 << 25, ge=1 << 22)  # floats in the shared noise table (es.noise=table)
 
 
 class EnvConfig(Strict):

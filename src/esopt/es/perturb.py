@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .noise import CHUNK, NoiseStream, chunk_slices
+from .noise import CHUNK, GaussianNoise, chunk_slices
 
 SCOPES = ("full", "all_linear")
 
@@ -87,8 +87,9 @@ class _Buffers:
 class Perturber:
     """perturb / restore / apply_update over a fixed set of parameters."""
 
-    def __init__(self, model: nn.Module, scope: str | list[str] = "full"):
+    def __init__(self, model: nn.Module, scope: str | list[str] = "full", noise=None):
         self.model = model
+        self.noise = noise or GaussianNoise()
         self.params = select_parameters(model, scope)
         for _, p in self.params:
             if not p.is_contiguous():
@@ -101,10 +102,13 @@ class Perturber:
         return sum(p.numel() for _, p in self.params)
 
     def _chunks(self, seed: int) -> Iterator[tuple[str, int, torch.Tensor, torch.Tensor]]:
-        """(name, start, flat chunk view of the weights, fp32 noise) in stream order."""
+        """(name, start, flat chunk view of the weights, fp32 noise) in stream order.
+
+        The noise chunk may be a view of shared storage (the noise table): read it, never write it.
+        """
         for name, p in self.params:
             flat = p.data.view(-1)
-            stream = NoiseStream(seed, name, flat.numel())
+            stream = self.noise.stream(seed, name, flat.numel())
             for sl in chunk_slices(flat.numel()):
                 yield name, sl.start, flat[sl], stream.next_chunk(out=self._buf.get("eps", sl.stop - sl.start))
 
@@ -171,7 +175,7 @@ class Perturber:
         step = float(alpha) / float(population)
         for name, p in self.params:
             flat = p.data.view(-1)
-            streams = [(NoiseStream(s, name, flat.numel()), c) for s, c in merged.items()]
+            streams = [(self.noise.stream(s, name, flat.numel()), c) for s, c in merged.items()]
             for sl in chunk_slices(flat.numel()):
                 n = sl.stop - sl.start
                 acc = self._buf.get("acc", n).zero_()

@@ -15,6 +15,7 @@ import torch
 from tqdm import tqdm
 
 from ..config import Config
+from ..es.noise import make_noise
 from ..es.perturb import Perturber, weights_hash
 from ..es.schedules import scheduled
 from ..es.strategy import Strategy
@@ -40,11 +41,12 @@ class Trainer:
             model, tokenizer = load_model(cfg.model, cfg.runtime.dtype, cfg.runtime.device)
         self.model = model
         self.policy = HFPolicy(model, tokenizer, cfg.agent.batch_size)
-        self.perturber = Perturber(model, cfg.es.scope)
+        self.perturber = Perturber(model, cfg.es.scope, make_noise(cfg.es.noise, cfg.es.table_size))
         self.strategy = Strategy(cfg.es.population, derive_seed("strategy", cfg.run.seed), cfg.es.antithetic, cfg.es.shaping)
         self.tasks = TaskSource(cfg.env, cfg.tasks, cfg.run.seed)
         self.history = run.history(meta={"model": cfg.model, "base_weights_hash": weights_hash(model),
-                                          "scope_numel": self.perturber.numel})
+                                          "scope_numel": self.perturber.numel,
+                                          "noise": self.perturber.noise.describe()})
         self.rollout_fn = run_episodes  # replaceable in tests
 
     # ------------------------------------------------------------------ resume

@@ -1,0 +1,61 @@
+"""esopt bench perturb: cost of perturb + restore of every parameter, against
+two in-place axpy passes over the same tensors (the memory-bound floor), for
+each noise source, measured side by side in one process; medians of repeats."""
+from __future__ import annotations
+
+import time
+from statistics import median
+
+import torch
+
+
+def _axpy_twice(params, x: torch.Tensor) -> None:
+    for _, p in params:
+        v = x[: p.numel()].view_as(p)
+        p.data.add_(v, alpha=1e-3)
+        p.data.sub_(v, alpha=1e-3)
+
+
+def main(model_name: str, out: str, repeats: int = 5, sigma: float = 2e-3, table_size: int = 1 << 25,
+         threads: int | None = None) -> dict:
+    from ..es.noise import make_noise
+    from ..es.perturb import Perturber
+    from ..models import load_model
+    from ..utils.memory import peak_rss_mb
+    from .common import write_results
+
+    if threads:
+        torch.set_num_threads(threads)
+    model, _ = load_model(model_name)
+    sources = {"gaussian": make_noise("gaussian"), "table": make_noise("table", table_size)}
+    perturbers = {k: Perturber(model, "full", src) for k, src in sources.items()}
+    params = perturbers["gaussian"].params
+    x = torch.randn(max(p.numel() for _, p in params))
+    times: dict[str, list[float]] = {"axpy2": [], **{k: [] for k in sources}}
+    corr_mb: dict[str, float] = {}
+    for r in range(repeats + 1):  # the first round warms up (page faults, buffers) and is dropped
+        t0 = time.perf_counter()
+        _axpy_twice(params, x)
+        t_axpy = time.perf_counter() - t0
+        for k, pert in perturbers.items():
+            t0 = time.perf_counter()
+            corr = pert.perturb(seed=r, scale=sigma)
+            pert.restore(seed=r, scale=sigma, corrections=corr)
+            if r:
+                times[k].append(time.perf_counter() - t0)
+            corr_mb[k] = pert.last_correction_bytes / 2**20
+        if r:
+            times["axpy2"].append(t_axpy)
+    med = {k: median(v) for k, v in times.items()}
+    numel = sum(p.numel() for _, p in params)
+    for k in sources:
+        print(f"{k:9s}: perturb+restore {med[k]:.3f}s median ({numel / med[k] / 1e6:.0f} M params/s); "
+              f"corrections {corr_mb[k]:.1f} MiB")
+    print(f"axpy x2  : {med['axpy2']:.3f}s median over {numel / 1e6:.1f}M params; peak RSS {peak_rss_mb():.0f} MB "
+          f"(noise table {sources['table'].describe()['table_mib']:.0f} MiB)")
+    results = {"perturb_restore_over_axpy": med["table"] / med["axpy2"],
+               "perturb_restore_over_axpy_gaussian": med["gaussian"] / med["axpy2"]}
+    write_results(out, "perturb", results, {"model": model_name, "params": numel, "sigma": sigma, "repeats": repeats,
+                                            "median_seconds": med, "seconds": times, "correction_mib": corr_mb,
+                                            "noise": {k: s.describe() for k, s in sources.items()}})
+    return results
