@@ -76,6 +76,7 @@ def test_failed_members_never_reach_weights(tiny_cfg):
     assert weights_hash(tr.model) == base  # restored every time; all-NaN rewards give no update
     rec = json.loads((tr.run.path / "history.json").read_text())["generations"][0]
     assert rec["nonfinite_rewards"] == 4 and rec["rewards"] == [None] * 4
+    assert "rollout exploded" in rec["member_errors"]["0"]
     assert stats["nonfinite_rewards"] == 4
 
 

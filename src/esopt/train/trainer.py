@@ -76,41 +76,51 @@ class Trainer:
         return stats
 
     # --------------------------------------------------------------- generation
+    def play_member(self, m, sigma: float, t: int, times: dict, progress=None):
+        """(reward, episodes, error traceback) of one member; the weights are restored whatever happens."""
+        cfg = self.cfg
+        envs, ids, obs = self.tasks.train(cfg.es.episodes_per_member, t)
+        t0 = time.time()
+        marks = []
+        try:
+            with self.perturber.perturbed(m.seed, sigma, m.sign):
+                marks.append(time.time())
+                episodes = self.rollout_fn(self.policy, envs, ids, obs, cfg,
+                                           seed=derive_seed("rollout", cfg.run.seed, t, m.index), on_turn=progress)
+                marks.append(time.time())
+        except Exception:  # the member counts as the worst (NaN reward); the weights were restored
+            error = traceback.format_exc()
+            self.log(f"[esopt] member {m.index} of generation {t} failed:\n{error}")
+            return float("nan"), [], error
+        finally:
+            end = time.time()
+            marks += [end] * (2 - len(marks))
+            times["perturb"] += marks[0] - t0
+            times["rollout"] += marks[1] - marks[0]
+            times["restore"] += end - marks[1]
+        return float(np.mean([ep.reward for ep in episodes])), episodes, None
+
     def generation(self, t: int, bar=None) -> dict:
         cfg = self.cfg
         sigma, alpha = schedule_values(cfg, t)
         members = self.strategy.ask(t)
-        rewards, member_rows, traj = [], [], []
+        rewards, traj, errors = [], [], {}
         times = {"perturb": 0.0, "rollout": 0.0, "restore": 0.0}
         tokens0 = self.policy.tokens_generated
         for m in members:
-            envs, ids, obs = self.tasks.train(cfg.es.episodes_per_member, t)
-            row = {"member": m.index, "seed": m.seed, "sign": m.sign}
-            t0 = time.time()
-            t1 = t2 = None
-            try:
-                with self.perturber.perturbed(m.seed, sigma, m.sign):
-                    t1 = time.time()
-                    on_turn = (lambda turn, done: bar.set_postfix_str(refresh=False, s=f"gen {t} member {m.index} episodes {done}/{len(envs)} "
-                                                                      f"reward {np.nanmean(rewards) if rewards else float('nan'):.3f}")) if bar else None
-                    episodes = self.rollout_fn(self.policy, envs, ids, obs, cfg,
-                                               seed=derive_seed("rollout", cfg.run.seed, t, m.index), on_turn=on_turn)
-                    t2 = time.time()
-                reward = float(np.mean([ep.reward for ep in episodes]))
-                traj += [{"generation": t, "member": m.index, **ep.to_json()} for ep in episodes]
-                row["errors"] = sum(ep.error is not None for ep in episodes)
-            except Exception:  # a member that fails entirely counts as the worst; weights were restored
-                reward = float("nan")
-                row["error"] = traceback.format_exc()
-                self.log(f"[esopt] member {m.index} of generation {t} failed:\n{row['error']}")
-            t3 = time.time()
-            if t1 is not None:
-                times["perturb"] += t1 - t0
-                times["rollout"] += (t2 or t3) - t1
-                times["restore"] += t3 - (t2 or t3)
+            progress = None
+            if bar is not None:
+                so_far = f"{np.nanmean(rewards):.3f}" if rewards else "-"
+
+                def progress(turn, done, m=m, so_far=so_far):
+                    bar.set_postfix_str(f"gen {t} member {m.index} episodes {done}/{cfg.es.episodes_per_member} "
+                                        f"reward {so_far}", refresh=False)
+            reward, episodes, error = self.play_member(m, sigma, t, times, progress)
             rewards.append(reward)
-            member_rows.append({**row, "reward": reward})
-            if bar:
+            traj += [{"generation": t, "member": m.index, **ep.to_json()} for ep in episodes]
+            if error:
+                errors[str(m.index)] = error
+            if bar is not None:
                 bar.update(1)
         coefs, n_bad = self.strategy.tell(members, rewards)
         t0 = time.time()
@@ -126,6 +136,8 @@ class Trainer:
             "shaped": [c * m.sign for c, m in zip(coefs.tolist(), members)],
             "coefficients": coefs.tolist(), "nonfinite_rewards": n_bad, "weights_hash": digest,
         }
+        if errors:
+            record["member_errors"] = errors
         self.history.append(record)  # the checkpoint: written atomically before anything else
         self.run.write_trajectories(f"gen{t:04d}", traj)
         finite = np.array([r for r in rewards if math.isfinite(r)] or [float("nan")])
