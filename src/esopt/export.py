@@ -4,8 +4,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .es.noise import make_noise
-from .es.perturb import Perturber, weights_hash
+from .es.build import make_perturber
+from .es.perturb import weights_hash
 from .models import load_model
 from .train.rundir import RunDir
 
@@ -20,7 +20,7 @@ def load_run_weights(run_dir: str | Path, upto: int | None = None):
         raise RuntimeError(f"model {cfg.model!r} is not the base model of run {run_dir} (weights hash differs)")
     records = history.records[:upto]
     if records:
-        history.replay(Perturber(model, cfg.es.scope, make_noise(cfg.es.noise, cfg.es.table_size)), upto=upto, verify=False)
+        history.replay(make_perturber(model, cfg.es), upto=upto, verify=False)
         got = weights_hash(model)
         if got != records[-1]["weights_hash"]:
             raise RuntimeError(f"replayed weights hash {got[:12]} != recorded {records[-1]['weights_hash'][:12]}")

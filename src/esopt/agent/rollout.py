@@ -51,8 +51,12 @@ class AgentContext:
 
 def rollout(policy, envs, tasks: list[str], observations: list[str], context: AgentContext,
             max_new_tokens: int, sampling: Sampling = Sampling(), seed: int = 0,
-            failure_reward: float = 0.0, on_turn=None) -> list[Episode]:
-    """Play every env (already reset, with its first observation) to the end."""
+            failure_reward: float = 0.0, on_turn=None, row_context=None) -> list[Episode]:
+    """Play every env (already reset, with its first observation) to the end.
+
+    row_context(episode indices) -> context manager, if given, wraps each batched
+    generation of those episodes (low-rank members: one member per row).
+    """
     episodes = [Episode(task=t, observation0=o) for t, o in zip(tasks, observations)]
     current = list(observations)
     past: list[list[tuple[str, str]]] = [[] for _ in envs]
@@ -62,7 +66,8 @@ def rollout(policy, envs, tasks: list[str], observations: list[str], context: Ag
         if not live:
             return episodes
         convs = [context.conversation(past[i], current[i]) for i in live]
-        replies = policy.generate(convs, max_new_tokens, sampling, seed=seed + 7919 * turn)
+        ctx = None if row_context is None else (lambda idx, live=live: row_context([live[k] for k in idx]))
+        replies = policy.generate(convs, max_new_tokens, sampling, seed=seed + 7919 * turn, **({"row_context": ctx} if ctx else {}))
         for i, reply in zip(live, replies):
             ep = episodes[i]
             try:

@@ -8,9 +8,8 @@ every row of the batch may belong to a different member, so a whole
 population decodes in one batched forward. The ES update sums the members'
 weighted A B^T into one full-rank change of W.
 
-Building block of issue 3: tested here (batched rows equal per-member
-forwards, equal a merged-weight forward, update equals a naive reference);
-not yet wired into the trainer and rollout.
+Selected with `es.noise: lowrank` (`es.rank`); only nn.Linear weights in
+`es.scope` are perturbed and updated, other tensors stay frozen.
 """
 from __future__ import annotations
 
@@ -35,6 +34,10 @@ class LowRankPerturber:
                         if isinstance(mod, nn.Linear) and id(mod.weight) in chosen]
         if not self.linears:
             raise ValueError(f"low-rank noise needs nn.Linear layers in scope {scope!r}; found none")
+        self.numel = sum(mod.weight.numel() for _, mod in self.linears)
+
+    def describe(self) -> dict:
+        return {"kind": "lowrank", "rank": self.rank, "modules": len(self.linears)}
 
     def factors(self, seed: int, name: str, out_f: int, in_f: int) -> tuple[torch.Tensor, torch.Tensor]:
         """(A: out x r, B: in x r), float32, CPU, reproducible from (seed, module name)."""

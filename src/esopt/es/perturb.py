@@ -101,6 +101,9 @@ class Perturber:
     def numel(self) -> int:
         return sum(p.numel() for _, p in self.params)
 
+    def describe(self) -> dict:
+        return self.noise.describe()
+
     def _chunks(self, seed: int) -> Iterator[tuple[str, int, torch.Tensor, torch.Tensor]]:
         """(name, start, flat chunk view of the weights, fp32 noise) in stream order.
 

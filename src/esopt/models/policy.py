@@ -26,18 +26,29 @@ class HFPolicy:
         return [self.tokenizer.apply_chat_template(c, add_generation_prompt=True, tokenize=False) for c in conversations]
 
     @torch.inference_mode()
-    def generate(self, conversations: list[list[dict]], max_new_tokens: int, sampling: Sampling = Sampling(), seed: int = 0) -> list[str]:
-        """One reply per conversation; left-padded batches, KV cache, stop at end of turn."""
+    def generate(self, conversations: list[list[dict]], max_new_tokens: int, sampling: Sampling = Sampling(), seed: int = 0,
+                 row_context=None) -> list[str]:
+        """One reply per conversation; left-padded batches, KV cache, stop at end of turn.
+
+        row_context(indices) -> context manager, if given, wraps the generation of the
+        conversations at those indices (e.g. low-rank side terms with one member per row);
+        the shared-prefix cache is then off, as rows may run different weights.
+        """
         texts = self.prompt_texts(conversations)
         out: list[str] = []
         for start in range(0, len(texts), self.batch_size):
-            out.extend(self._generate_batch(texts[start : start + self.batch_size], max_new_tokens, sampling, seed + start))
+            chunk = texts[start : start + self.batch_size]
+            if row_context is None:
+                out.extend(self._generate_batch(chunk, max_new_tokens, sampling, seed + start))
+            else:
+                with row_context(list(range(start, start + len(chunk)))):
+                    out.extend(self._generate_batch(chunk, max_new_tokens, sampling, seed + start, prefix_cache=False))
         return out
 
-    def _generate_batch(self, texts, max_new_tokens, sampling, seed):
+    def _generate_batch(self, texts, max_new_tokens, sampling, seed, prefix_cache: bool = True):
         tok = self.tokenizer
         rows = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
-        shared = _common_prefix_len(rows) if self.prefix_cache and len(rows) > 1 else 0
+        shared = _common_prefix_len(rows) if prefix_cache and self.prefix_cache and len(rows) > 1 else 0
         shared = min(shared, min(len(r) for r in rows) - 1)  # every row keeps >= 1 token to decode from
         kwargs = dict(max_new_tokens=max_new_tokens, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
         if sampling.temperature > 0:

@@ -15,8 +15,8 @@ import torch
 from tqdm import tqdm
 
 from ..config import Config
-from ..es.noise import make_noise
-from ..es.perturb import Perturber, weights_hash
+from ..es.build import make_perturber
+from ..es.perturb import weights_hash
 from ..es.schedules import scheduled
 from ..es.strategy import Strategy
 from ..models import HFPolicy, load_model
@@ -41,12 +41,12 @@ class Trainer:
             model, tokenizer = load_model(cfg.model, cfg.runtime.dtype, cfg.runtime.device)
         self.model = model
         self.policy = HFPolicy(model, tokenizer, cfg.agent.batch_size)
-        self.perturber = Perturber(model, cfg.es.scope, make_noise(cfg.es.noise, cfg.es.table_size))
+        self.perturber = make_perturber(model, cfg.es)
         self.strategy = Strategy(cfg.es.population, derive_seed("strategy", cfg.run.seed), cfg.es.antithetic, cfg.es.shaping)
         self.tasks = TaskSource(cfg.env, cfg.tasks, cfg.run.seed)
         self.history = run.history(meta={"model": cfg.model, "base_weights_hash": weights_hash(model),
                                           "scope_numel": self.perturber.numel,
-                                          "noise": self.perturber.noise.describe()})
+                                          "noise": self.perturber.describe()})
         self.rollout_fn = run_episodes  # replaceable in tests
 
     # ------------------------------------------------------------------ resume
@@ -100,20 +100,16 @@ class Trainer:
             times["restore"] += end - marks[1]
         return float(np.mean([ep.reward for ep in episodes])), episodes, None
 
-    def generation(self, t: int, bar=None) -> dict:
-        cfg = self.cfg
-        sigma, alpha = schedule_values(cfg, t)
-        members = self.strategy.ask(t)
+    def play_sequential(self, members, sigma: float, t: int, times: dict, bar=None):
+        """Full-rank noise: members one after another, each with perturbed weights."""
         rewards, traj, errors = [], [], {}
-        times = {"perturb": 0.0, "rollout": 0.0, "restore": 0.0}
-        tokens0 = self.policy.tokens_generated
         for m in members:
             progress = None
             if bar is not None:
                 so_far = f"{np.nanmean(rewards):.3f}" if rewards else "-"
 
                 def progress(turn, done, m=m, so_far=so_far):
-                    bar.set_postfix_str(f"gen {t} member {m.index} episodes {done}/{cfg.es.episodes_per_member} "
+                    bar.set_postfix_str(f"gen {t} member {m.index} episodes {done}/{self.cfg.es.episodes_per_member} "
                                         f"reward {so_far}", refresh=False)
             reward, episodes, error = self.play_member(m, sigma, t, times, progress)
             rewards.append(reward)
@@ -122,6 +118,52 @@ class Trainer:
                 errors[str(m.index)] = error
             if bar is not None:
                 bar.update(1)
+        return rewards, traj, errors
+
+    def play_lowrank(self, members, sigma: float, t: int, times: dict, bar=None):
+        """Low-rank noise: every member's episodes decode together, one member per batch row."""
+        cfg = self.cfg
+        envs, ids, obs, row_member = [], [], [], []
+        for k, _ in enumerate(members):
+            e, i, o = self.tasks.train(cfg.es.episodes_per_member, t)
+            envs += e
+            ids += i
+            obs += o
+            row_member += [k] * len(e)
+        rows = torch.tensor(row_member)
+        seeds, scales = [m.seed for m in members], [m.sign * sigma for m in members]
+
+        def row_context(idx):
+            return self.perturber.side_terms(seeds, scales, rows[idx])
+
+        progress = None
+        if bar is not None:
+            def progress(turn, done):
+                bar.set_postfix_str(f"gen {t} turn {turn} episodes {done}/{len(envs)}", refresh=False)
+        t0 = time.time()
+        try:
+            episodes = self.rollout_fn(self.policy, envs, ids, obs, cfg, seed=derive_seed("rollout", cfg.run.seed, t),
+                                       on_turn=progress, row_context=row_context)
+        except Exception:
+            error = traceback.format_exc()
+            self.log(f"[esopt] generation {t} rollout failed:\n{error}")
+            return [float("nan")] * len(members), [], {"all": error}
+        finally:
+            times["rollout"] += time.time() - t0
+            if bar is not None:
+                bar.update(len(members))
+        rewards = [float(np.mean([ep.reward for ep, r in zip(episodes, row_member) if r == k])) for k in range(len(members))]
+        traj = [{"generation": t, "member": members[r].index, **ep.to_json()} for ep, r in zip(episodes, row_member)]
+        return rewards, traj, {}
+
+    def generation(self, t: int, bar=None) -> dict:
+        cfg = self.cfg
+        sigma, alpha = schedule_values(cfg, t)
+        members = self.strategy.ask(t)
+        times = {"perturb": 0.0, "rollout": 0.0, "restore": 0.0}
+        tokens0 = self.policy.tokens_generated
+        play = self.play_lowrank if cfg.es.noise == "lowrank" else self.play_sequential
+        rewards, traj, errors = play(members, sigma, t, times, bar)
         coefs, n_bad = self.strategy.tell(members, rewards)
         t0 = time.time()
         self.perturber.apply_update([m.seed for m in members], coefs, alpha, len(members))

@@ -1,0 +1,12 @@
+"""The perturber a run's `es` config asks for."""
+from __future__ import annotations
+
+from .lowrank import LowRankPerturber
+from .noise import make_noise
+from .perturb import Perturber
+
+
+def make_perturber(model, es_cfg):
+    if es_cfg.noise == "lowrank":
+        return LowRankPerturber(model, es_cfg.rank, es_cfg.scope)
+    return Perturber(model, es_cfg.scope, make_noise(es_cfg.noise, es_cfg.table_size))
