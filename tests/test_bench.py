@@ -25,3 +25,15 @@ def test_perturb_bench_runs_and_reports(esopt_cache, tmp_path, capsys):
     assert len(data["seconds"]["table"]) == 2
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[-2].startswith("RESULT perturb_restore_over_axpy=")
+
+
+def test_throughput_bench_runs_and_reports(esopt_cache, tmp_path, capsys):
+    from esopt.bench.throughput import main as throughput
+
+    out = tmp_path / "throughput.json"
+    res = throughput("configs/demo.yaml", TINY_OVERRIDES + ["es.population=2", "es.episodes_per_member=2"], str(out))
+    data = json.loads(out.read_text())
+    assert data["results"] == res
+    assert 0 < res["es_overhead_fraction"] < 1 and res["lowrank_batched_over_sequential"] > 0
+    assert data["generations"]["lowrank"]["tokens"] > 0
+    assert capsys.readouterr().out.strip().splitlines()[-1].startswith("RESULT es_overhead_fraction=")

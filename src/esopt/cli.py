@@ -112,6 +112,10 @@ def cmd_bench(a) -> int:
         from .bench.es_memory import main
 
         main(config, overrides, a.out or "bench-results/es-memory.json", a.repeats)
+    elif a.name == "throughput":
+        from .bench.throughput import main
+
+        main(config, overrides, a.out or "bench-results/throughput.json")
     elif a.name == "perturb":
         from .bench.perturb import main
         from .config import load_config
@@ -141,7 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("out_dir")
     x.set_defaults(func=cmd_export)
     b = sub.add_parser("bench", help="benchmarks (print RESULT lines, write JSON)")
-    b.add_argument("name", choices=["es-memory", "perturb"])
+    b.add_argument("name", choices=["es-memory", "perturb", "throughput"])
     b.add_argument("args", nargs="*", metavar="CONFIG_OR_OVERRIDE")
     b.add_argument("--out", help="JSON output path")
     b.add_argument("--repeats", type=int, default=3, help="es-memory: fresh-process runs of each phase; perturb: timed rounds (medians are compared)")

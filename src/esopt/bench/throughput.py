@@ -1,0 +1,51 @@
+"""esopt bench throughput: one ES generation with full-rank members played one by
+one vs all low-rank members in one batched rollout, side by side in one process
+on the same model and tasks; and the share of a generation spent outside text
+generation (noise, perturb, restore, update, hashing, bookkeeping)."""
+from __future__ import annotations
+
+import tempfile
+import time
+
+
+def _timed_generation(cfg, model, tok, t: int = 0) -> dict:
+    from ..train.rundir import RunDir
+    from ..train.trainer import Trainer
+
+    trainer = Trainer(cfg, RunDir.create(cfg), model=model, tokenizer=tok, log=lambda *_: None)
+    t0 = time.perf_counter()
+    stats = trainer.generation(t)
+    stats["wall"] = time.perf_counter() - t0
+    return stats
+
+
+def main(config: str, overrides: list[str], out: str) -> dict:
+    from ..config import load_config
+    from ..models import load_model
+    from .common import write_results
+
+    root = tempfile.mkdtemp()
+    base = load_config(config, overrides + [f"run.out_dir={root}"])
+    model, tok = load_model(base.model, base.runtime.dtype, base.runtime.device)
+    if base.runtime.threads:
+        import torch
+
+        torch.set_num_threads(base.runtime.threads)
+    rows = {}
+    for mode in ("gaussian", "lowrank"):
+        cfg = load_config(config, overrides + [f"run.out_dir={root}", f"run.name={mode}", f"es.noise={mode}"])
+        s = _timed_generation(cfg, model, tok)
+        s["play"] = s["time_perturb"] + s["time_rollout"] + s["time_restore"]
+        s["tokens_per_s"] = s["tokens"] / s["play"]
+        rows[mode] = s
+        print(f"{mode:8s}: {s['tokens']} tokens in {s['play']:.1f}s of population play "
+              f"({s['tokens_per_s']:.1f} tokens/s), generation wall {s['wall']:.1f}s, "
+              f"rollout {s['time_rollout']:.1f}s, perturb+restore {s['time_perturb'] + s['time_restore']:.1f}s, "
+              f"update {s['time_update']:.1f}s", flush=True)
+    g = rows["gaussian"]
+    results = {
+        "lowrank_batched_over_sequential": rows["lowrank"]["tokens_per_s"] / g["tokens_per_s"],
+        "es_overhead_fraction": (g["wall"] - g["time_rollout"]) / g["wall"],
+    }
+    write_results(out, "throughput", results, {"config": config, "overrides": overrides, "generations": rows})
+    return results
