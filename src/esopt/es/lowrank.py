@@ -14,14 +14,13 @@ Selected with `es.noise: lowrank` (`es.rank`); only nn.Linear weights in
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from contextlib import contextmanager
 
 import torch
 from torch import nn
 
 from .noise import tensor_seed
-from .perturb import select_parameters
+from .perturb import merge_seeds, select_parameters
 
 
 class LowRankPerturber:
@@ -76,10 +75,7 @@ class LowRankPerturber:
     @torch.no_grad()
     def apply_update(self, seeds, coefficients, alpha: float, population: int) -> None:
         """W += alpha / population * sum_i c_i * A_i B_i^T / sqrt(r), accumulated in fp32."""
-        merged: dict[int, float] = defaultdict(float)
-        for s, c in zip(seeds, coefficients):
-            merged[int(s)] += float(c)
-        merged = {s: c for s, c in merged.items() if c != 0.0}
+        merged = merge_seeds(seeds, coefficients)
         if not merged or alpha == 0.0:
             return
         step = float(alpha) / float(population)

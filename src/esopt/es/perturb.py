@@ -54,6 +54,14 @@ def select_parameters(model: nn.Module, scope: str | list[str] = "full") -> list
     return chosen
 
 
+def merge_seeds(seeds: Iterable[int], coefficients: Iterable[float]) -> dict[int, float]:
+    """Sum the coefficients of members sharing a seed (antithetic pairs); drop zeros."""
+    merged: dict[int, float] = defaultdict(float)
+    for s, c in zip(seeds, coefficients):
+        merged[int(s)] += float(c)
+    return {s: c for s, c in merged.items() if c != 0.0}
+
+
 @dataclass
 class Correction:
     name: str
@@ -169,10 +177,7 @@ class Perturber:
         distinct noise vector is drawn once; all seeds are drawn chunk by chunk
         and summed in fp32, then added to the weights once per chunk.
         """
-        merged: dict[int, float] = defaultdict(float)
-        for s, c in zip(seeds, coefficients):
-            merged[int(s)] += float(c)
-        merged = {s: c for s, c in merged.items() if c != 0.0}
+        merged = merge_seeds(seeds, coefficients)
         if not merged or alpha == 0.0:
             return
         step = float(alpha) / float(population)
