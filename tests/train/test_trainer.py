@@ -169,3 +169,14 @@ def test_lowrank_real_rollout_smoke(tiny_cfg):
     assert stats["nonfinite_rewards"] == 0
     traj = tr.run.read_trajectories("gen0000")
     assert len(traj) == 4 * 3 and {t["member"] for t in traj} == {0, 1, 2, 3}
+
+
+def test_resume_refuses_another_base_model(tiny_cfg):
+    first = make_trainer(tiny_cfg("run.name=wrongbase", "es.generations=2"))
+    first.generation(0)
+    run = RunDir(first.run.path)
+    second = make_trainer(run.load_config(), run)
+    with torch.no_grad():
+        next(second.model.parameters()).view(-1)[0] += 1.0
+    with pytest.raises(RuntimeError, match="not the base model"):
+        second.resume()

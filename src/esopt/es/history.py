@@ -47,22 +47,25 @@ class History:
     def __len__(self) -> int:
         return len(self.records)
 
-    def replay(self, perturber, upto: int | None = None, verify: bool = True, progress=None) -> None:
-        """Apply the recorded updates to the (base) weights behind `perturber`.
+    def replay(self, perturber, upto: int | None = None) -> int:
+        """Apply the recorded updates to the base weights behind `perturber`, verified by hash.
 
-        With verify, the weights hash after each replayed generation that has
-        one must match the recorded hash.
+        The weights must hash to the run's recorded base weights before, and to the
+        last replayed generation's recorded hash after; returns the generations replayed.
         """
         from .perturb import weights_hash
 
-        for rec in self.records[:upto]:
+        base = self.meta.get("base_weights_hash")
+        if base is not None and weights_hash(perturber.model) != base:
+            raise RuntimeError(f"the loaded model is not the base model of this run (weights hash differs from {base[:12]})")
+        records = self.records[:upto]
+        for rec in records:
             perturber.apply_update(rec["seeds"], rec["coefficients"], rec["alpha"], rec["population"])
-            if verify and rec.get("weights_hash"):
-                got = weights_hash(perturber.model)
-                if got != rec["weights_hash"]:
-                    raise RuntimeError(
-                        f"replay of generation {rec['generation']} gave weights hash {got[:12]}, "
-                        f"history says {rec['weights_hash'][:12]}: different base model, dtype or esopt version"
-                    )
-            if progress:
-                progress(rec["generation"])
+        if records:
+            got, want = weights_hash(perturber.model), records[-1]["weights_hash"]
+            if got != want:
+                raise RuntimeError(
+                    f"replaying {len(records)} generations gave weights hash {got[:12]}, history says {want[:12]}: "
+                    "different base model, dtype or esopt version"
+                )
+        return len(records)

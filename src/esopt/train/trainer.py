@@ -52,16 +52,11 @@ class Trainer:
     # ------------------------------------------------------------------ resume
     def resume(self) -> int:
         """Replay the history onto the freshly loaded base weights; returns the next generation."""
-        done = len(self.history)
-        if self.history.meta.get("base_weights_hash") not in (None, weights_hash(self.model)):
-            raise RuntimeError(f"model {self.cfg.model!r} is not the base model this run started from (weights hash differs)")
+        t0 = time.time()
+        done = self.history.replay(self.perturber)
         if done:
-            t0 = time.time()
-            self.history.replay(self.perturber, verify=False)
-            got, want = weights_hash(self.model), self.history.records[-1]["weights_hash"]
-            if got != want:
-                raise RuntimeError(f"replaying {done} generations gave weights hash {got[:12]}, history says {want[:12]}")
-            self.log(f"[esopt] resumed {self.run.path}: replayed {done} generations in {time.time() - t0:.1f}s, weights hash {got[:12]} verified")
+            self.log(f"[esopt] resumed {self.run.path}: replayed {done} generations in {time.time() - t0:.1f}s, "
+                     f"weights hash {self.history.records[-1]['weights_hash'][:12]} verified")
         self.run.truncate_metrics(done)
         return done
 
