@@ -14,7 +14,7 @@ def main(argv: list[str]) -> int:
     config = argv[0] if argv else "configs/demo.yaml"
     cfg = load_config(config, argv[1:])
     if cfg.run.name is None:
-        cfg.run.name = f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
+        cfg.run.name = f"demo-seed{cfg.run.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
     run = RunDir.create(cfg)
     print(f"[esopt] demo: ES on {cfg.model}, {cfg.env.size}x{cfg.env.size} Sudoku with {cfg.env.blanks} blanks, "
           f"{cfg.es.generations} generations x {cfg.es.population} members x {cfg.es.episodes_per_member} episodes; "

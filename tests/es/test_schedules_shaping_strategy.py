@@ -86,3 +86,28 @@ def test_history_atomic_and_ordered(tmp_path):
     assert data["meta"] == {"x": 1} and len(data["generations"]) == 1
     assert not list(tmp_path.glob("*.tmp"))
     assert len(History.load(tmp_path / "history.json")) == 1
+
+
+def test_atomic_write_interleaved_writers_and_failure(tmp_path, monkeypatch):
+    from esopt.es import history as hist
+
+    target = tmp_path / "config.yaml"
+    hist.atomic_write_text(target, "old")
+    # a writer whose rename fails leaves the old file and no temporary behind
+    real_replace = hist.os.replace
+
+    def failing_replace(src, dst):
+        # meanwhile another writer finishes a full write of the same file
+        monkeypatch.setattr(hist.os, "replace", real_replace)
+        hist.atomic_write_text(target, "other")
+        from pathlib import Path
+
+        assert Path(src).read_text() == "new"  # its own temporary survived the other writer
+        raise OSError("disk full")
+
+    monkeypatch.setattr(hist.os, "replace", failing_replace)
+    with pytest.raises(OSError, match="disk full"):
+        hist.atomic_write_text(target, "new")
+    assert target.read_text() == "other"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.yaml"]
+    assert oct(target.stat().st_mode & 0o777) == oct(0o644)
