@@ -24,7 +24,8 @@ def test_perturb_bench_runs_and_reports(esopt_cache, tmp_path, capsys):
     assert data["results"] == res and res["perturb_restore_over_axpy"] > 0
     assert len(data["seconds"]["table"]) == 2
     lines = capsys.readouterr().out.strip().splitlines()
-    assert lines[-2].startswith("RESULT perturb_restore_over_axpy=")
+    assert lines[-1].startswith("RESULT perturb_restore_over_axpy=")
+    assert set(data["seconds"]) == {"axpy2", "gaussian", "gaussian_torch", "table", "table_torch"}
 
 
 def test_throughput_bench_runs_and_reports(esopt_cache, tmp_path, capsys):
@@ -35,5 +36,6 @@ def test_throughput_bench_runs_and_reports(esopt_cache, tmp_path, capsys):
     data = json.loads(out.read_text())
     assert data["results"] == res
     assert 0 < res["es_overhead_fraction"] < 1 and res["lowrank_batched_over_sequential"] > 0
+    assert res["es_overhead_fraction"] == res["es_overhead_fraction_gaussian"]  # the demo config's noise
     assert data["generations"]["lowrank"]["tokens"] > 0
     assert capsys.readouterr().out.strip().splitlines()[-1].startswith("RESULT es_overhead_fraction=")

@@ -1,4 +1,4 @@
-"""esopt command line: train, eval, export, bench."""
+"""esopt command line: train, eval, export, bench, report."""
 from __future__ import annotations
 
 import argparse
@@ -24,7 +24,6 @@ def _split(items: list[str]) -> tuple[str | None, list[str]]:
 def cmd_train(a) -> int:
     from .config import load_config
     from .train.rundir import RunDir
-    from .train.trainer import Trainer
 
     config, overrides = _split(a.args)
     if a.resume:
@@ -37,27 +36,41 @@ def cmd_train(a) -> int:
             from .es.history import atomic_write_text
 
             atomic_write_text(run.config_path, dump_config(cfg))
-        trainer = Trainer(cfg, run)
+        if a.algo and a.algo != cfg.algo:
+            raise SystemExit(f"esopt: error: {a.resume} is a {cfg.algo} run; --algo {a.algo} cannot resume it")
+        trainer = _trainer_class(cfg)(cfg, run)
         start = trainer.resume()
     else:
-        cfg = load_config(config or _default_config(), overrides)
+        cfg = load_config(config or _default_config(), overrides + ([f"algo={a.algo}"] if a.algo else []))
         run = RunDir.create(cfg)
         print(f"[esopt] run folder: {run.path}", flush=True)
-        trainer = Trainer(cfg, run)
+        trainer = _trainer_class(cfg)(cfg, run)
         start = 0
     summary = trainer.train(start)
     _print_summary(summary)
     return 0
 
 
+def _trainer_class(cfg):
+    """The ES Trainer, or the GRPO baseline's (algo: grpo)."""
+    if cfg.algo == "grpo":
+        from .rl.trainer import GRPOTrainer
+
+        return GRPOTrainer
+    from .train.trainer import Trainer
+
+    return Trainer
+
+
 def _print_summary(summary: dict) -> None:
+    algo = summary.get("algo", "es")
     print(f"[esopt] run folder: {summary['run_dir']}")
     if "base" in summary:
         b, f, imp = summary["base"], summary["final"], summary["improvement"]
-        print(f"[esopt] held-out reward: base {b['reward']:.4f} -> ES {f['reward']:.4f} "
+        print(f"[esopt] held-out reward: base {b['reward']:.4f} -> {algo.upper()} {f['reward']:.4f} "
               f"(paired difference {imp['mean']:+.4f} ± {imp['se']:.4f} SE, n={f['n']})")
         print(f"RESULT heldout_reward_base={b['reward']:.4f}")
-    print(f"RESULT heldout_reward_es={summary['final']['reward']:.4f}")
+    print(f"RESULT heldout_reward_{algo}={summary['final']['reward']:.4f}")
 
 
 def _default_config() -> str:
@@ -126,12 +139,24 @@ def cmd_bench(a) -> int:
     return 0
 
 
+def cmd_report(a) -> int:
+    from .report import write_report
+
+    report = write_report(a.run_dir, a.compare or [], a.out)
+    print(f"[esopt] report: {report.path.resolve()} (open it in a browser; plots also as PNG files beside it)")
+    if report.missing:
+        print(f"[esopt] the report lists {len(report.missing)} thing(s) missing or incomplete at its top")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="esopt", description="Evolution strategies for fine-tuning LLM agents.")
     sub = p.add_subparsers(dest="cmd", required=True)
-    t = sub.add_parser("train", help="ES fine-tuning run", description="Train with ES. Args: [CONFIG.yaml] [key.path=value ...]")
+    t = sub.add_parser("train", help="ES fine-tuning run (or the GRPO baseline)",
+                       description="Train with ES (or GRPO with --algo grpo). Args: [CONFIG.yaml] [key.path=value ...]")
     t.add_argument("args", nargs="*", metavar="CONFIG_OR_OVERRIDE")
     t.add_argument("--resume", metavar="RUN_DIR", help="continue a stopped run from its history")
+    t.add_argument("--algo", choices=["es", "grpo"], help="es (default) or the grpo baseline: sets the config key algo")
     t.set_defaults(func=cmd_train)
     e = sub.add_parser("eval", help="held-out evaluation of a run or a model",
                        description="Evaluate a run's final weights (--run) or a model (--model) on the held-out tasks.")
@@ -150,6 +175,13 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--out", help="JSON output path")
     b.add_argument("--repeats", type=int, default=3, help="es-memory: fresh-process runs of each phase; perturb: timed rounds (medians are compared)")
     b.set_defaults(func=cmd_bench)
+    r = sub.add_parser("report", help="write a run's HTML report (plots, config, trajectory viewer)",
+                       description="Write one self-contained HTML page about a run (finished, running or stopped) "
+                                   "and its plots as PNG files beside it (default RUN_DIR/report/report.html).")
+    r.add_argument("run_dir", metavar="RUN_DIR")
+    r.add_argument("--compare", nargs="+", action="extend", metavar="RUN_DIR", help="runs to overlay on the plots")
+    r.add_argument("--out", metavar="FILE", help="HTML file to write (the PNGs go beside it)")
+    r.set_defaults(func=cmd_report)
     return p
 
 

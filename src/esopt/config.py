@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 
 class ConfigError(ValueError):
@@ -41,6 +41,25 @@ class ESConfig(Strict):
     noise: Literal["gaussian", "table", "lowrank"] = "gaussian"
     table_size: int = Field(1 << 25, ge=1 << 22)  # floats in the shared noise table (es.noise=table)
     rank: int = Field(1, ge=1)  # rank of A B^T per linear weight (es.noise=lowrank)
+
+
+class GRPOConfig(Strict):
+    """Multi-turn GRPO baseline (algo: grpo): groups of episodes per puzzle, clipped policy gradient."""
+
+    steps: int = Field(12, ge=1)  # T, optimizer updates (each on freshly played groups)
+    puzzles_per_step: int = Field(32, ge=1)  # distinct training puzzles per step
+    group_size: int = Field(8, ge=2)  # episodes per puzzle; advantages are normalised within the group
+    temperature: float | None = Field(1.0, gt=0)  # training-episode temperature (none: agent.sampling.temperature)
+    lr: float = Field(1e-6, gt=0)
+    weight_decay: float = Field(0.0, ge=0)
+    clip_eps: float = Field(0.2, gt=0, lt=1)  # ratio clipped to [1 - eps, 1 + eps]
+    kl_coef: float = Field(0.0, ge=0)  # 0: no KL term and no reference model in memory
+    scale_std: bool = True  # advantage = (r - group mean) / (group std + eps); false: r - group mean
+    loss_norm: Literal["token", "episode"] = "token"
+    inner_steps: int = Field(1, ge=1)  # optimizer steps on each batch of episodes (PPO epochs)
+    micro_batch: int = Field(8, ge=1)  # turn sequences per forward/backward (gradient accumulation)
+    max_grad_norm: float = Field(1.0, ge=0)  # 0: no clipping
+    checkpoint_every: int = Field(0, ge=0)  # also checkpoint every N steps (0: only at the end)
 
 
 class EnvConfig(Strict):
@@ -93,13 +112,22 @@ class RunConfig(Strict):
 
 class Config(Strict):
     model: str = "smollm2-135m-instruct"
+    algo: Literal["es", "grpo"] = "es"
     runtime: RuntimeConfig = RuntimeConfig()
     es: ESConfig = ESConfig()
+    grpo: GRPOConfig = GRPOConfig()
     env: EnvConfig = EnvConfig()
     tasks: TasksConfig = TasksConfig()
     agent: AgentConfig = AgentConfig()
     eval: EvalConfig = EvalConfig()
     run: RunConfig = RunConfig()
+
+    @model_validator(mode="after")
+    def _grpo_samples(self):
+        if self.algo == "grpo" and (self.grpo.temperature or self.agent.sampling.temperature) <= 0:
+            raise ValueError("algo=grpo needs sampled training episodes (equal greedy episodes give no signal): "
+                             "set grpo.temperature > 0 or agent.sampling.temperature > 0")
+        return self
 
 
 def _allowed_keys(model_cls: type[BaseModel], path: tuple) -> list[str]:
@@ -116,6 +144,8 @@ def _allowed_keys(model_cls: type[BaseModel], path: tuple) -> list[str]:
 def _format_error(err: ValidationError) -> str:
     e = err.errors()[0]
     loc = tuple(str(x) for x in e["loc"])
+    if not loc:  # a check across keys (model validator): its message names them
+        return e["msg"].removeprefix("Value error, ")
     key = ".".join(loc)
     if e["type"] == "extra_forbidden":
         allowed = _allowed_keys(Config, loc[:-1])

@@ -1,11 +1,12 @@
 """`make demo`: train with the demo config, evaluate base and result on the same
-held-out puzzles, and print the figures (RESULT lines last)."""
+held-out puzzles, write the run's report, and print the figures (RESULT lines last)."""
 from __future__ import annotations
 
 import sys
 import time
 
 from .config import load_config
+from .report import default_report_path
 from .train.rundir import RunDir
 from .train.trainer import Trainer
 
@@ -27,6 +28,11 @@ def main(argv: list[str]) -> int:
     print(f"[esopt] base {base['reward']:.4f} (solved {base['solved']:.3f}) -> ES {final['reward']:.4f} "
           f"(solved {final['solved']:.3f}); paired difference {imp['mean']:+.4f} ± {imp['se']:.4f} (SE)")
     print(f"[esopt] total {time.time() - t0:.0f}s; run folder {run.path}")
+    report = default_report_path(run.path)
+    if report.exists():  # written by the trainer at the end of the run
+        print(f"[esopt] report: {report.resolve()} (open it in a browser)")
+    else:
+        print(f"[esopt] report not written; retry with: esopt report {run.path}")
     print(f"RESULT heldout_reward_base={base['reward']:.4f}")
     print(f"RESULT heldout_reward_es={final['reward']:.4f}")
     return 0

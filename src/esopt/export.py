@@ -14,9 +14,14 @@ def load_run_weights(run_dir: str | Path, upto: int | None = None):
     """(model, tokenizer, cfg) with the run's weights after `upto` generations (default: all)."""
     run = RunDir(Path(run_dir))
     cfg = run.load_config()
-    history = run.history()
     model, tok = load_model(cfg.model, cfg.runtime.dtype, cfg.runtime.device)
-    n = history.replay(make_perturber(model, cfg.es), upto=upto)
+    if cfg.algo == "grpo":  # a gradient run keeps its weights, not a seed history
+        from .rl.checkpoint import load_weights
+
+        if upto is not None:
+            raise ValueError("a GRPO run keeps only its last checkpoint: weights after `upto` steps are not available")
+        return model, tok, cfg, int(load_weights(run.path, model)["step"])
+    n = run.history().replay(make_perturber(model, cfg.es), upto=upto)
     return model, tok, cfg, n
 
 

@@ -34,9 +34,10 @@ def assert_bytes_equal(model, snap):
         assert torch.equal(p.detach().view(torch.uint8), snap[n]), f"{n} not restored bit-exactly"
 
 
-def test_restore_bit_exact_1000_cycles():
+@pytest.mark.parametrize("fused", [True, False], ids=["fused-kernel", "torch"])
+def test_restore_bit_exact_1000_cycles(fused):
     model = Toy()
-    pert = Perturber(model)
+    pert = Perturber(model, fused=fused)
     snap = snapshot(model)
     saw_lossy = 0
     for i in range(1000):
@@ -45,13 +46,43 @@ def test_restore_bit_exact_1000_cycles():
         if i % 50 == 0:
             p2 = pert
         else:
-            p2 = Perturber(model, scope=["a", "b", "tiny"])
+            p2 = Perturber(model, scope=["a", "b", "tiny"], fused=fused)
         corr = p2.perturb(seed=i, scale=sigma * (1 if i % 2 else -1))
         saw_lossy += bool(corr)
         p2.restore(seed=i, scale=sigma * (1 if i % 2 else -1), corrections=corr)
         assert_bytes_equal(model, snap)
     # plain subtraction would have failed: corrections were needed
     assert saw_lossy > 900
+
+
+def test_fused_kernel_matches_torch_path_bit_for_bit():
+    """Both paths give the same perturbed bytes and the same corrections, whatever the
+    thread count, and either path's restore undoes the other's perturb exactly."""
+    from esopt.es import kernels
+
+    if not kernels.available(torch.zeros(1)):
+        pytest.skip("numba not installed")
+    model = Toy()
+    snap = snapshot(model)
+    fused, plain = Perturber(model, fused=True), Perturber(model, fused=False)
+    threads = torch.get_num_threads()
+    try:
+        for i, (first, second, nthreads) in enumerate([(fused, plain, 1), (plain, fused, 2), (fused, fused, 2)]):
+            torch.set_num_threads(nthreads)
+            scale = [2e-3, -5e-2, 1e-3][i]
+            corr = first.perturb(seed=i, scale=scale)
+            perturbed = snapshot(model)
+            second.restore(seed=i, scale=scale, corrections=corr)
+            assert_bytes_equal(model, snap)
+            corr2 = second.perturb(seed=i, scale=scale)
+            assert_bytes_equal(model, perturbed)
+            assert [(c.name, c.start, c.index.tolist(), c.values.tolist()) for c in corr] == \
+                [(c.name, c.start, c.index.tolist(), c.values.tolist()) for c in corr2]
+            first.restore(seed=i, scale=scale, corrections=corr2)
+            assert_bytes_equal(model, snap)
+            assert sum(c.index.numel() for c in corr) > 0
+    finally:
+        torch.set_num_threads(threads)
 
 
 def test_plain_subtraction_is_not_exact():

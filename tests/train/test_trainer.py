@@ -129,7 +129,7 @@ def test_run_folder_contents(tiny_cfg):
         RunDir.create(tr.cfg)
 
 
-def forward_reward_rollout(policy, envs, ids, obs, cfg, seed, on_turn=None, row_context=None):
+def forward_reward_rollout(policy, envs, ids, obs, cfg, seed, on_turn=None, row_context=None, row_groups=None):
     """Reward from a forward pass of each episode's row: works for side-term (low-rank) members."""
     tokens = torch.arange(3, 13).view(1, -1)
     out = []

@@ -51,11 +51,16 @@ class AgentContext:
 
 def rollout(policy, envs, tasks: list[str], observations: list[str], context: AgentContext,
             max_new_tokens: int, sampling: Sampling = Sampling(), seed: int = 0,
-            failure_reward: float = 0.0, on_turn=None, row_context=None) -> list[Episode]:
+            failure_reward: float = 0.0, on_turn=None, row_context=None, record_ids: bool = False,
+            row_groups: list | None = None) -> list[Episode]:
     """Play every env (already reset, with its first observation) to the end.
 
     row_context(episode indices) -> context manager, if given, wraps each batched
-    generation of those episodes (low-rank members: one member per row).
+    generation of those episodes (low-rank members: one member per row); row_groups
+    (one id per episode, e.g. its member) lets episodes with equal ids share one
+    encoding of the common prompt prefix.
+    record_ids: each turn also keeps `prompt_ids` and `token_ids`, the exact prompt
+    and generated tokens (the policy must accept generate(..., token_ids=list)).
     """
     episodes = [Episode(task=t, observation0=o) for t, o in zip(tasks, observations)]
     current = list(observations)
@@ -67,8 +72,12 @@ def rollout(policy, envs, tasks: list[str], observations: list[str], context: Ag
             return episodes
         convs = [context.conversation(past[i], current[i]) for i in live]
         ctx = None if row_context is None else (lambda idx, live=live: row_context([live[k] for k in idx]))
-        replies = policy.generate(convs, max_new_tokens, sampling, seed=seed + 7919 * turn, **({"row_context": ctx} if ctx else {}))
-        for i, reply in zip(live, replies):
+        ids: list = []
+        extra = ({"row_context": ctx} if ctx else {}) | ({"token_ids": ids} if record_ids else {})
+        if ctx and row_groups is not None:
+            extra["row_groups"] = [row_groups[i] for i in live]
+        replies = policy.generate(convs, max_new_tokens, sampling, seed=seed + 7919 * turn, **extra)
+        for k, (i, reply) in enumerate(zip(live, replies)):
             ep = episodes[i]
             try:
                 obs, reward, terminated, truncated, info = envs[i].step(reply)
@@ -77,6 +86,8 @@ def rollout(policy, envs, tasks: list[str], observations: list[str], context: Ag
                 ep.reward, ep.done = failure_reward, True
                 continue
             ep.turns.append({"response": reply, "action": info.get("action"), "feedback": info.get("feedback"), "reward": reward})
+            if record_ids:
+                ep.turns[-1]["prompt_ids"], ep.turns[-1]["token_ids"] = ids[k]
             ep.reward += float(reward)
             past[i].append((current[i], reply))
             current[i] = obs

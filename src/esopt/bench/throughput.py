@@ -1,7 +1,8 @@
 """esopt bench throughput: one ES generation with full-rank members played one by
-one vs all low-rank members in one batched rollout, side by side in one process
-on the same model and tasks; and the share of a generation spent outside text
-generation (noise, perturb, restore, update, hashing, bookkeeping)."""
+one (Gaussian noise, then noise-table noise) vs all low-rank members in one
+batched rollout, side by side in one process on the same model and tasks; and
+the share of each generation spent outside text generation (noise, perturb,
+restore, update, hashing, bookkeeping)."""
 from __future__ import annotations
 
 import tempfile
@@ -32,20 +33,25 @@ def main(config: str, overrides: list[str], out: str) -> dict:
 
         torch.set_num_threads(base.runtime.threads)
     rows = {}
-    for mode in ("gaussian", "lowrank"):
+    for mode in ("gaussian", "table", "lowrank"):
         cfg = load_config(config, overrides + [f"run.out_dir={root}", f"run.name={mode}", f"es.noise={mode}"])
         s = _timed_generation(cfg, model, tok)
         s["play"] = s["time_perturb"] + s["time_rollout"] + s["time_restore"]
         s["tokens_per_s"] = s["tokens"] / s["play"]
+        s["overhead_fraction"] = (s["wall"] - s["time_rollout"]) / s["wall"]
         rows[mode] = s
         print(f"{mode:8s}: {s['tokens']} tokens in {s['play']:.1f}s of population play "
               f"({s['tokens_per_s']:.1f} tokens/s), generation wall {s['wall']:.1f}s, "
               f"rollout {s['time_rollout']:.1f}s, perturb+restore {s['time_perturb'] + s['time_restore']:.1f}s, "
-              f"update {s['time_update']:.1f}s", flush=True)
-    g = rows["gaussian"]
+              f"update {s['time_update']:.1f}s, hash {s['time_hash']:.1f}s; "
+              f"outside text generation {100 * s['overhead_fraction']:.1f}%", flush=True)
     results = {
-        "lowrank_batched_over_sequential": rows["lowrank"]["tokens_per_s"] / g["tokens_per_s"],
-        "es_overhead_fraction": (g["wall"] - g["time_rollout"]) / g["wall"],
+        "lowrank_batched_over_sequential": rows["lowrank"]["tokens_per_s"] / rows["gaussian"]["tokens_per_s"],
+        "lowrank_batched_over_sequential_table": rows["lowrank"]["tokens_per_s"] / rows["table"]["tokens_per_s"],
+        **{f"es_overhead_fraction_{mode}": r["overhead_fraction"] for mode, r in rows.items()},
+        # last: the share with the config's own noise setting (the default settings)
+        "es_overhead_fraction": rows[base.es.noise]["overhead_fraction"],
     }
-    write_results(out, "throughput", results, {"config": config, "overrides": overrides, "generations": rows})
+    write_results(out, "throughput", results, {"config": config, "overrides": overrides, "noise": base.es.noise,
+                                               "generations": rows})
     return results

@@ -1,9 +1,12 @@
 """Text environments: a small registry plus the Sudoku task."""
 
 from esopt.envs.base import TextEnv
-from esopt.envs.registry import list_envs, make, register
+from esopt.envs.registry import list_envs, make, register, register_renderer, renderer_for
 from esopt.envs.sudoku import SudokuEnv, SudokuTasks, generate_puzzle, parse_action
+from esopt.envs.sudoku_render import render_sudoku_episode
 
 register("sudoku", SudokuEnv)
+register_renderer("sudoku", render_sudoku_episode)
 
-__all__ = ["TextEnv", "make", "register", "list_envs", "SudokuEnv", "SudokuTasks", "generate_puzzle", "parse_action"]
+__all__ = ["TextEnv", "make", "register", "list_envs", "register_renderer", "renderer_for", "SudokuEnv", "SudokuTasks",
+           "generate_puzzle", "parse_action"]

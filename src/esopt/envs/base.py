@@ -13,6 +13,8 @@ class TextEnv(ABC):
     ``step`` consumes one action string and returns
     ``(observation, reward, terminated, truncated, info)`` like Gymnasium.
     ``max_turns`` bounds the number of ``step`` calls of one episode.
+    Run reports draw recorded episodes with the renderer registered for the
+    environment (``esopt.envs.register_renderer``), or as a plain turn table.
     """
 
     max_turns: int

@@ -8,8 +8,10 @@ from typing import Any, Callable
 from esopt.envs.base import TextEnv
 
 EnvFactory = Callable[..., TextEnv]
+EpisodeRenderer = Callable[[dict], str]  # Episode.to_json() dict -> HTML fragment (run reports)
 
 _REGISTRY: dict[str, EnvFactory] = {}
+_RENDERERS: dict[str, EpisodeRenderer] = {}
 
 
 def register(name: str, factory: EnvFactory, *, overwrite: bool = False) -> None:
@@ -61,3 +63,27 @@ def make(name: str, **kwargs: Any) -> TextEnv:
         raise ValueError(f"unknown environment {name!r}; registered: {known}")
     _check_kwargs(name, factory, kwargs)
     return factory(**kwargs)
+
+
+def register_renderer(name: str, renderer: EpisodeRenderer, *, overwrite: bool = False) -> None:
+    """Register how run reports draw an episode of environment ``name``.
+
+    ``renderer(episode)`` gets one recorded episode (``Episode.to_json()`` plus
+    ``generation`` and, for training episodes, ``member``) and returns an HTML
+    fragment showing it turn by turn; every text taken from the episode must be
+    escaped. A ``css`` string attribute on the renderer, if any, is added once to
+    the page's stylesheet. Environments without a renderer get a plain turn table.
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError("environment name must be a non-empty string")
+    if not callable(renderer):
+        raise ValueError(f"renderer for environment {name!r} is not callable")
+    existing = _RENDERERS.get(name)
+    if existing is not None and existing is not renderer and not overwrite:
+        raise ValueError(f"environment {name!r} already has a renderer; pass overwrite=True to replace it")
+    _RENDERERS[name] = renderer
+
+
+def renderer_for(name: str) -> EpisodeRenderer | None:
+    """The episode renderer registered for ``name``, or None."""
+    return _RENDERERS.get(name)

@@ -34,6 +34,7 @@ class LowRankPerturber:
         if not self.linears:
             raise ValueError(f"low-rank noise needs nn.Linear layers in scope {scope!r}; found none")
         self.numel = sum(mod.weight.numel() for _, mod in self.linears)
+        self._cache_key, self._cache = None, []
 
     def describe(self) -> dict:
         return {"kind": "lowrank", "rank": self.rank, "modules": len(self.linears)}
@@ -60,17 +61,31 @@ class LowRankPerturber:
         row_member = row_member.long()
         handles = []
         try:
-            for name, mod in self.linears:
+            for (name, mod), (a, b) in zip(self.linears, self._stacked(seeds)):
                 dev, dt = mod.weight.device, mod.weight.dtype
-                fac = [self.factors(s, name, mod.out_features, mod.in_features) for s in seeds]
-                a = torch.stack([f[0] for f in fac]).to(dev, dt)  # M x out x r
-                b = torch.stack([f[1] for f in fac]).to(dev, dt)  # M x in x r
                 scale = torch.tensor(scales, dtype=dt, device=dev) / math.sqrt(self.rank)
                 handles.append(mod.register_forward_hook(_make_hook(a, b, scale, row_member.to(dev))))
             yield
         finally:
             for h in handles:
                 h.remove()
+
+    def _stacked(self, seeds: list[int]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Per module: (M x out x r, M x in x r) factors of these members, on the weights' device and dtype.
+
+        Kept for the last list of seeds: a generation enters side_terms for every turn
+        and batch with the same members, and drawing the factors each time costs more
+        than keeping them (M x sum(out + in) x r floats).
+        """
+        key = tuple(int(s) for s in seeds)
+        if self._cache_key != key:
+            self._cache = []
+            for name, mod in self.linears:
+                fac = [self.factors(s, name, mod.out_features, mod.in_features) for s in key]
+                dev, dt = mod.weight.device, mod.weight.dtype
+                self._cache.append((torch.stack([f[0] for f in fac]).to(dev, dt), torch.stack([f[1] for f in fac]).to(dev, dt)))
+            self._cache_key = key
+        return self._cache
 
     @torch.no_grad()
     def apply_update(self, seeds, coefficients, alpha: float, population: int) -> None:
@@ -87,13 +102,17 @@ class LowRankPerturber:
 
 
 def _make_hook(a, b, scale, row_member):
+    # gathered once per context, not per forward: each row's own factors, A already scaled
+    b_rows = b[row_member]  # rows x in x r
+    a_rows_t = (a[row_member] * scale[row_member].view(-1, 1, 1)).transpose(1, 2)  # rows x r x out
+
     def hook(module, inputs, output):
         x = inputs[0]
         if x.shape[0] != row_member.shape[0]:
             raise RuntimeError(f"low-rank side terms were set up for {row_member.shape[0]} rows, got a batch of {x.shape[0]}")
         flat = x.reshape(x.shape[0], -1, x.shape[-1])  # rows x tokens x in
-        z = torch.bmm(flat, b[row_member])  # rows x tokens x r
-        side = torch.bmm(z, a[row_member].transpose(1, 2))  # rows x tokens x out
-        return output + (scale[row_member].view(-1, 1, 1) * side).reshape(output.shape)
+        z = torch.bmm(flat, b_rows)  # rows x tokens x r
+        # output + z @ (scale * A)^T, the add fused into the batched matmul
+        return torch.baddbmm(output.reshape(z.shape[0], z.shape[1], -1), z, a_rows_t).reshape(output.shape)
 
     return hook

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from . import kernels
 from .noise import CHUNK, GaussianNoise, chunk_slices
 
 SCOPES = ("full", "all_linear")
@@ -95,8 +96,9 @@ class _Buffers:
 class Perturber:
     """perturb / restore / apply_update over a fixed set of parameters."""
 
-    def __init__(self, model: nn.Module, scope: str | list[str] = "full", noise=None):
+    def __init__(self, model: nn.Module, scope: str | list[str] = "full", noise=None, fused: bool = True):
         self.model = model
+        self.fused = fused  # float32 CPU chunks use the one-pass kernels (same bits as the torch path)
         self.noise = noise or GaussianNoise()
         self.params = select_parameters(model, scope)
         for _, p in self.params:
@@ -104,6 +106,7 @@ class Perturber:
                 raise ValueError("ES needs contiguous parameters")
         self.last_correction_bytes = 0
         self._buf = _Buffers()
+        self._no_correction = (torch.zeros(0, dtype=torch.int32), torch.zeros(0))
 
     @property
     def numel(self) -> int:
@@ -137,6 +140,14 @@ class Perturber:
         total = 0
         for name, start, chunk, eps in self._chunks(seed):
             n, dt, dev = chunk.numel(), chunk.dtype, chunk.device
+            if self.fused and kernels.available(chunk):
+                idx, val = self._buf.get("lost_idx", n, torch.int32), self._buf.get("lost_val", n)
+                k = kernels.perturb(chunk, eps, scale, idx, val)
+                if k:
+                    corr = Correction(name, start, idx[:k].clone(), val[:k].clone())
+                    total += corr.nbytes()
+                    corrections.append(corr)
+                continue
             delta = self._delta(eps, scale, chunk)
             original = self._buf.get("original", n, dt, dev).copy_(chunk)
             chunk.add_(delta)
@@ -154,8 +165,11 @@ class Perturber:
     def restore(self, seed: int, scale: float, corrections: list[Correction]) -> None:
         by_chunk = {(c.name, c.start): c for c in corrections}
         for name, start, chunk, eps in self._chunks(seed):
-            chunk.sub_(self._delta(eps, scale, chunk))
             corr = by_chunk.get((name, start))
+            if self.fused and kernels.available(chunk):
+                kernels.restore(chunk, eps, scale, *((corr.index, corr.values) if corr else self._no_correction))
+                continue
+            chunk.sub_(self._delta(eps, scale, chunk))
             if corr is not None:
                 chunk[corr.index.long()] = corr.values
 

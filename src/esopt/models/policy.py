@@ -1,6 +1,7 @@
 """Policy: batched chat generation with a Hugging Face causal LM."""
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import torch
@@ -27,28 +28,37 @@ class HFPolicy:
 
     @torch.inference_mode()
     def generate(self, conversations: list[list[dict]], max_new_tokens: int, sampling: Sampling = Sampling(), seed: int = 0,
-                 row_context=None) -> list[str]:
+                 row_context=None, token_ids: list | None = None, row_groups: list | None = None) -> list[str]:
         """One reply per conversation; left-padded batches, KV cache, stop at end of turn.
 
         row_context(indices) -> context manager, if given, wraps the generation of the
         conversations at those indices (e.g. low-rank side terms with one member per row);
-        the shared-prefix cache is then off, as rows may run different weights.
+        the shared-prefix cache is then off, as rows may run different weights, unless
+        row_groups says which rows share weights (e.g. the member of each row): the prefix
+        is then encoded once per group, under row_context of one row of that group.
+        token_ids, if a list is given, receives one (prompt ids, reply ids) pair per
+        conversation: the exact tokens decoded from and generated (up to and including
+        the end-of-turn token), for training on them (GRPO).
         """
         texts = self.prompt_texts(conversations)
         out: list[str] = []
         for start in range(0, len(texts), self.batch_size):
             chunk = texts[start : start + self.batch_size]
             if row_context is None:
-                out.extend(self._generate_batch(chunk, max_new_tokens, sampling, seed + start))
+                out.extend(self._generate_batch(chunk, max_new_tokens, sampling, seed + start, token_ids=token_ids))
             else:
-                with row_context(list(range(start, start + len(chunk)))):
-                    out.extend(self._generate_batch(chunk, max_new_tokens, sampling, seed + start, prefix_cache=False))
+                groups = None if row_groups is None else list(row_groups[start : start + len(chunk)])
+                rows_ctx = (lambda local, start=start: row_context([start + i for i in local]))
+                out.extend(self._generate_batch(chunk, max_new_tokens, sampling, seed + start, token_ids=token_ids,
+                                                row_context=rows_ctx, groups=groups))
         return out
 
-    def _generate_batch(self, texts, max_new_tokens, sampling, seed, prefix_cache: bool = True):
+    def _generate_batch(self, texts, max_new_tokens, sampling, seed, token_ids=None, row_context=None, groups=None):
+        """row_context(local row indices) wraps forwards of those rows; groups: rows with equal ids share weights."""
         tok = self.tokenizer
         rows = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
-        shared = _common_prefix_len(rows) if prefix_cache and self.prefix_cache and len(rows) > 1 else 0
+        can_share = self.prefix_cache and len(rows) > 1 and (row_context is None or groups is not None)
+        shared = _common_prefix_len(rows) if can_share else 0
         shared = min(shared, min(len(r) for r in rows) - 1)  # every row keeps >= 1 token to decode from
         kwargs = dict(max_new_tokens=max_new_tokens, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
         if sampling.temperature > 0:
@@ -60,8 +70,17 @@ class HFPolicy:
             # once and give all rows a copy of that KV cache; padding sits between prefix and suffix.
             ids, mask = _pad_between(rows, shared, tok.pad_token_id)
             prefix = ids[:1, :shared].to(self.device)
-            cache = self.model(input_ids=prefix, use_cache=True)[_CACHE_KWARG]
-            _expand_cache(cache, len(rows))
+            if row_context is None:
+                cache = self.model(input_ids=prefix, use_cache=True)[_CACHE_KWARG]
+                _expand_cache(cache, torch.zeros(len(rows), dtype=torch.long, device=self.device))
+            else:  # one prefix per weight group, encoded under the context of its first row
+                first = {}
+                for i, g in enumerate(groups):
+                    first.setdefault(g, i)
+                with row_context(list(first.values())):
+                    cache = self.model(input_ids=prefix.expand(len(first), -1), use_cache=True)[_CACHE_KWARG]
+                slot = {g: k for k, g in enumerate(first)}
+                _expand_cache(cache, torch.tensor([slot[g] for g in groups], device=self.device))
             kwargs[_CACHE_KWARG] = cache
         else:
             ids, mask = _pad_left(rows, tok.pad_token_id)
@@ -69,9 +88,12 @@ class HFPolicy:
         # sampling draws from a forked, locally seeded RNG: the global RNG is left as it was
         with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
             torch.manual_seed(seed)
-            out = self.model.generate(input_ids=ids, attention_mask=mask, **kwargs)
+            with row_context(list(range(len(rows)))) if row_context else contextlib.nullcontext():
+                out = self.model.generate(input_ids=ids, attention_mask=mask, **kwargs)
         new = out[:, ids.shape[1] :]
         self.tokens_generated += int((new != tok.pad_token_id).sum())
+        if token_ids is not None:
+            token_ids.extend((r, _until_eos(n, tok.eos_token_id)) for r, n in zip(rows, new.tolist()))
         return tok.batch_decode(new, skip_special_tokens=True)
 
 
@@ -82,6 +104,11 @@ try:  # transformers 5.x renamed `past_key_values` to `cache`
     _CACHE_KWARG = "cache"
 except ImportError:
     _CACHE_KWARG = "past_key_values"
+
+
+def _until_eos(ids: list[int], eos: int) -> list[int]:
+    """Generated ids up to and including the first end-of-turn token (the rest is padding)."""
+    return ids[: ids.index(eos) + 1] if eos in ids else ids
 
 
 def _common_prefix_len(rows: list[list[int]]) -> int:
@@ -111,7 +138,8 @@ def _pad_between(rows, shared, pad_id):
     return torch.cat([prefix, ids], 1), torch.cat([torch.ones_like(prefix), mask], 1)
 
 
-def _expand_cache(cache, batch: int) -> None:
+def _expand_cache(cache, source_row: torch.Tensor) -> None:
+    """Row j of the batch gets a copy of row source_row[j] of the prefix cache."""
     for layer in cache.layers:
-        layer.keys = layer.keys.expand(batch, -1, -1, -1).contiguous()
-        layer.values = layer.values.expand(batch, -1, -1, -1).contiguous()
+        layer.keys = layer.keys.index_select(0, source_row)
+        layer.values = layer.values.index_select(0, source_row)

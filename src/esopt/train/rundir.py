@@ -19,7 +19,7 @@ class RunDir:
     def create(cls, cfg: Config) -> "RunDir":
         name = cfg.run.name or f"{cfg.env.id}-{time.strftime('%Y%m%d-%H%M%S')}"
         path = Path(cfg.run.out_dir) / name
-        if (path / "history.json").exists():
+        if (path / "history.json").exists() or (path / "checkpoint" / "state.json").exists():
             raise FileExistsError(f"run folder {path} already holds a run: use --resume {path} or another run.name")
         run = cls(path)
         run.trajectories.mkdir(parents=True, exist_ok=True)

@@ -28,9 +28,10 @@ class TaskSource:
             ids.append("".join(str(v) for row in p.grid for v in row))
         return envs, ids, obs
 
-    def train(self, n: int, generation: int):
+    def train(self, n: int, generation: int, repeat: int = 1):
+        """n puzzles; with repeat > 1, each puzzle `repeat` times in a row (a GRPO group)."""
         key = generation if self.tasks_cfg.fresh_each_generation else 0
-        return self._envs(self.pool.train(n, key))
+        return self._envs([p for p in self.pool.train(n, key) for _ in range(repeat)])
 
     def heldout(self):
         puzzles = self.pool.heldout(self.tasks_cfg.heldout) * self.tasks_cfg.heldout_repeats

@@ -21,8 +21,9 @@ from ..es.schedules import scheduled
 from ..es.strategy import Strategy
 from ..models import HFPolicy, load_model
 from ..utils.seeding import derive_seed
-from .evaluate import evaluate, paired_difference, run_episodes, summarize
+from .evaluate import evaluate, run_episodes
 from .rundir import RunDir
+from .summary import finish_run
 from .tasks import TaskSource
 
 
@@ -138,7 +139,7 @@ class Trainer:
         t0 = time.time()
         try:
             episodes = self.rollout_fn(self.policy, envs, ids, obs, cfg, seed=derive_seed("rollout", cfg.run.seed, t),
-                                       on_turn=progress, row_context=row_context)
+                                       on_turn=progress, row_context=row_context, row_groups=row_member)
         except Exception:
             error = traceback.format_exc()
             self.log(f"[esopt] generation {t} rollout failed:\n{error}")
@@ -212,19 +213,4 @@ class Trainer:
         return self.finish(evals)
 
     def finish(self, evals: dict) -> dict:
-        T = self.cfg.es.generations
-        summary = {"run_dir": str(self.run.path), "generations": T, "weights_hash": weights_hash(self.model),
-                   "final": {k: v for k, v in evals[T].items() if k != "per_task"}}
-        base = evals.get(0) or self._load_eval(0)
-        if base is not None:
-            diff, se = paired_difference(evals[T]["per_task"], base["per_task"])
-            summary["base"] = {k: v for k, v in base.items() if k != "per_task"}
-            summary["improvement"] = {"mean": diff, "se": se}
-        self.run.write_json("summary.json", summary)
-        self.run.close()
-        return summary
-
-    def _load_eval(self, generation: int):
-        """The figures of an earlier evaluation, from its recorded episodes (after a resume)."""
-        episodes = self.run.read_trajectories(f"eval_gen{generation:04d}")
-        return summarize(episodes) if episodes else None
+        return finish_run(self.run, self.model, evals, self.cfg.es.generations, self.log)

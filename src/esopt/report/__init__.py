@@ -1,0 +1,97 @@
+"""Run reports: one self-contained HTML page per run (plots, summary, config,
+trajectory viewer), with the plots also written as PNG files beside it.
+
+    report = write_report("runs/demo-20261130-041500")   # -> runs/.../report/report.html
+    write_report(run_a, compare=[run_b], out="cmp/a-vs-b.html")
+
+Works on finished, running, killed or damaged run folders: what is missing is
+listed at the top of the page.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .load import RunData, is_run_dir, load_run
+
+__all__ = ["Report", "RunData", "default_report_path", "is_run_dir", "load_run", "refresh_report", "write_report"]
+
+
+@dataclass
+class Report:
+    path: Path  # the HTML page
+    pngs: list[Path] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+
+
+def default_report_path(run_dir) -> Path:
+    return Path(run_dir) / "report" / "report.html"
+
+
+def _labels(runs: list[RunData]) -> list[str]:
+    labels = [r.name for r in runs]
+    for i, r in enumerate(runs):
+        if labels.count(r.name) > 1:
+            labels[i] = f"{r.path.parent.name}/{r.name}"
+    return [lab if labels.count(lab) == 1 else f"{lab} #{i + 1}" for i, lab in enumerate(labels)]
+
+
+def _write_bytes(path: Path, data: bytes) -> None:
+    """Atomic: a reader (a browser refreshing) never sees half a file."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, 0o644)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_report(run_dir, compare=(), out=None) -> Report:
+    """Build the page for ``run_dir`` (overlaying ``compare`` runs) at ``out``; PNGs go beside it."""
+    from .episodes import viewer
+    from .html import page
+    from .plots import compare_plots, run_plots
+
+    run = load_run(run_dir)
+    others = [load_run(p) for p in compare]
+    out = Path(out) if out else default_report_path(run.path)
+    if out.is_dir():
+        out = out / "report.html"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    plots = run_plots(run)
+    labels = _labels([run, *others])
+    cplots = compare_plots([run, *others], labels) if others else []
+    files, written = {}, []
+    for p in plots + cplots:
+        png = out.parent / f"{out.stem}-{p.key}.png"
+        if p.png is None:
+            png.unlink(missing_ok=True)  # a stale plot from an earlier refresh would mislead
+            continue
+        _write_bytes(png, p.png)
+        files[p.key] = png.name
+        written.append(png)
+    view = viewer(run)
+    html = page(run, plots, view, files, others, labels, cplots)
+    _write_bytes(out, html.encode("utf-8"))
+    notes = run.missing + view.notes + [f"{lab}: {m}" for o, lab in zip(others, labels[1:]) for m in o.missing]
+    return Report(out, written, notes)
+
+
+def refresh_report(run_dir, log=print) -> Path | None:
+    """Write the run's report at its default place, for trainers at the end of a run.
+
+    Never raises (a report failure must not fail a finished run): logs one line
+    with the path, or with the error and the command that retries.
+    """
+    try:
+        path = write_report(run_dir).path
+    except Exception as err:
+        log(f"[esopt] report not written ({type(err).__name__}: {err}); retry with: esopt report {run_dir}")
+        return None
+    log(f"[esopt] report: {path}")
+    return path

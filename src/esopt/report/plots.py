@@ -1,0 +1,253 @@
+"""PNG plots of a run, and overlays of several runs (matplotlib, Agg canvas).
+
+Each function returns a ``Plot``: PNG bytes, or None with a note saying why
+there is nothing to draw (the page shows the note instead).
+"""
+from __future__ import annotations
+
+import io
+import math
+import re
+from dataclasses import dataclass
+
+from matplotlib.figure import Figure
+
+from ..es.schedules import SCHEDULES, scheduled
+from .load import RunData
+
+PHASES = {"time_rollout": "rollout (generation)", "time_perturb": "perturbation", "time_restore": "restore",
+          "time_update": "update", "time_hash": "weights hash"}
+MEMORY_KEY = re.compile(r"(mem|rss)", re.I)
+
+
+@dataclass
+class Plot:
+    key: str  # file name part, e.g. "rewards" -> report-rewards.png
+    title: str
+    png: bytes | None
+    note: str = ""  # why there is no plot, or a caveat
+
+
+def _num(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _series(rows: list[dict], key: str) -> tuple[list[int], list[float]]:
+    pts = [(r["generation"], r[key]) for r in rows if _num(r.get(key))]
+    return [p[0] for p in pts], [p[1] for p in pts]
+
+
+def _figure(cols: int = 1, width: float = 7.5) -> tuple[Figure, list]:
+    fig = Figure(figsize=(width, 3.6), dpi=100)
+    axes = [fig.add_subplot(1, cols, i + 1) for i in range(cols)]
+    for ax in axes:
+        ax.grid(True, alpha=0.3)
+    return fig, axes
+
+
+def _png(fig: Figure) -> bytes:
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
+
+
+def _int_ticks(ax) -> None:
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
+# ------------------------------------------------------------------ one run
+def rewards(run: RunData) -> Plot:
+    title = "Training reward per generation"
+    gens, mean = _series(run.train, "reward_mean")
+    if not gens:
+        return Plot("rewards", title, None, "no generation recorded yet")
+    fig, (ax,) = _figure()
+    g2, lo = _series(run.train, "reward_min")
+    g3, hi = _series(run.train, "reward_max")
+    if g2 == gens == g3:
+        ax.fill_between(gens, lo, hi, alpha=0.18, color="C0", label="population min-max")
+    gs, std = _series(run.train, "reward_std")
+    if gs == gens:
+        ax.plot(gens, [m + s for m, s in zip(mean, std)], "--", color="C0", lw=0.8, label="mean ± std")
+        ax.plot(gens, [m - s for m, s in zip(mean, std)], "--", color="C0", lw=0.8)
+    xs, ys = [], []
+    for rec in run.records:
+        for r in rec.get("rewards") or []:
+            if _num(r):
+                xs.append(rec.get("generation"))
+                ys.append(r)
+    if xs:
+        ax.scatter(xs, ys, s=9, color="0.35", alpha=0.6, label="members", zorder=3)
+    ax.plot(gens, mean, "o-", color="C0", label="mean", zorder=4)
+    es = run.algo == "es"
+    ax.set_xlabel("generation" if es else "step")
+    ax.set_ylabel("member reward (mean over its episodes)" if es else "episode reward")
+    _int_ticks(ax)
+    ax.legend(fontsize=8)
+    return Plot("rewards", title, _png(fig))
+
+
+def heldout(run: RunData) -> Plot:
+    title = "Held-out evaluation"
+    gens, rew = _series(run.evals, "heldout_reward")
+    if not gens:
+        return Plot("heldout", title, None, "no held-out evaluation yet")
+    fig, (ax,) = _figure()
+    _, se = _series([e for e in run.evals if _num(e.get("heldout_reward"))], "heldout_reward_se")
+    ax.errorbar(gens, rew, yerr=se if len(se) == len(gens) else None, fmt="o-", capsize=4, label="reward ± SE")
+    gs, solved = _series(run.evals, "heldout_solved")
+    if gs:
+        ax.plot(gs, solved, "s--", color="C2", label="solved rate")
+    ax.set_xlabel("generations trained")
+    ax.set_ylabel("held-out")
+    _int_ticks(ax)
+    ax.legend(fontsize=8)
+    return Plot("heldout", title, _png(fig))
+
+
+def _planned(run: RunData, name: str) -> tuple[list[int], list[float]] | None:
+    s, total = run.cfg(f"es.{name}"), run.planned
+    if run.algo != "es" or not isinstance(s, dict) or not total or s.get("schedule", "cosine") not in SCHEDULES:
+        return None
+    try:
+        xs = list(range(total))
+        return xs, [scheduled(s.get("schedule", "cosine"), float(s["start"]), float(s["end"]), t, total,
+                              int(s.get("warmup", 0))) for t in xs]
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def schedules(run: RunData) -> Plot:
+    title = "Sigma and alpha schedules"
+    plans = {k: _planned(run, k) for k in ("sigma", "alpha")}
+    used = {k: _series(run.train, k) for k in ("sigma", "alpha")}
+    if not any(used[k][0] or plans[k] for k in used):
+        if run.algo != "es":
+            return Plot("schedules", title, None, f"not an ES run (algo: {run.algo}): no sigma or alpha")
+        return Plot("schedules", title, None, "no generation recorded and no schedule in config.yaml")
+    fig, axes = _figure(cols=2)
+    for ax, k in zip(axes, ("sigma", "alpha")):
+        if plans[k]:
+            ax.plot(*plans[k], "--", color="0.5", label="planned (config)")
+        if used[k][0]:
+            ax.plot(*used[k], "o-", color="C1" if k == "sigma" else "C3", ms=4, label="used")
+        ax.set_title(k)
+        ax.set_xlabel("generation")
+        ax.ticklabel_format(axis="y", style="sci", scilimits=(-2, 3))
+        _int_ticks(ax)
+        ax.legend(fontsize=8)
+    return Plot("schedules", title, _png(fig))
+
+
+def timing(run: RunData) -> Plot:
+    title = "Time per phase"
+    rows = [r for r in run.train if any(k.startswith("time_") for k in r)]
+    eg, es = _series(run.evals, "heldout_seconds")
+    if not rows and not eg:
+        return Plot("time", title, None, "no timings recorded (metrics.jsonl has no time_* fields)")
+    fig, axes = _figure(cols=2, width=9)
+    ax = axes[0]
+    keys = [k for k in PHASES if any(k in r for r in rows)]
+    keys += sorted({k for r in rows for k in r if k.startswith("time_") and k not in PHASES})
+    gens = [r["generation"] for r in rows]
+    bottom = [0.0] * len(rows)
+    for i, k in enumerate(keys):
+        vals = [r.get(k) if _num(r.get(k)) else 0.0 for r in rows]
+        ax.bar(gens, vals, bottom=bottom, color=f"C{i}", label=PHASES.get(k, k[5:]))
+        bottom = [b + v for b, v in zip(bottom, vals)]
+    ax.set_title("one generation (seconds)")
+    ax.set_xlabel("generation")
+    _int_ticks(ax)
+    if keys:
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=3)
+    ax = axes[1]
+    if eg:
+        ax.bar(eg, es, color="C9")
+    else:
+        ax.text(0.5, 0.5, "no evaluation timing", ha="center", va="center", transform=ax.transAxes)
+    ax.set_title("held-out evaluation (seconds)")
+    ax.set_xlabel("after generations")
+    _int_ticks(ax)
+    return Plot("time", title, _png(fig))
+
+
+def memory_keys(run: RunData) -> list[str]:
+    return sorted({k for r in run.train + run.evals for k, v in r.items() if MEMORY_KEY.search(k) and _num(v)})
+
+
+def memory(run: RunData) -> Plot:
+    title = "Memory"
+    keys = memory_keys(run)
+    if not keys:
+        return Plot("memory", title, None, "not recorded by this run (no memory field in metrics.jsonl)")
+    fig, (ax,) = _figure()
+    for k in keys:
+        ax.plot(*_series(run.train + run.evals, k), "o-", ms=4, label=k)
+    ax.set_xlabel("generation")
+    _int_ticks(ax)
+    ax.legend(fontsize=8)
+    return Plot("memory", title, _png(fig))
+
+
+def run_plots(run: RunData) -> list[Plot]:
+    return [rewards(run), heldout(run), schedules(run), timing(run), memory(run)]
+
+
+# --------------------------------------------------------------- comparison
+def compare_plots(runs: list[RunData], labels: list[str]) -> list[Plot]:
+    return [_overlay(runs, labels, "compare-reward", "Training reward mean (band: population min-max)",
+                     "reward_mean", "train", band=("reward_min", "reward_max")),
+            _overlay(runs, labels, "compare-heldout", "Held-out reward ± SE", "heldout_reward", "evals",
+                     err="heldout_reward_se"),
+            _overlay(runs, labels, "compare-heldout-episodes", "Held-out reward ± SE vs training episodes played",
+                     "heldout_reward", "evals", err="heldout_reward_se", per_episode=True),
+            _overlay(runs, labels, "compare-sigma", "Sigma per generation", "sigma", "train"),
+            _overlay(runs, labels, "compare-alpha", "Alpha per generation", "alpha", "train"),
+            _overlay(runs, labels, "compare-time", "Seconds per generation", "seconds", "train")]
+
+
+def _with_seconds(rows: list[dict]) -> list[dict]:
+    return [{**r, "seconds": sum(v for k, v in r.items() if k.startswith("time_") and _num(v))}
+            for r in rows if any(k.startswith("time_") for k in r)]
+
+
+def _overlay(runs, labels, key, title, field, source, band=None, err=None, per_episode=False) -> Plot:
+    fig, (ax,) = _figure()
+    drawn, without = 0, []
+    for i, (run, label) in enumerate(zip(runs, labels)):
+        rows = getattr(run, source)
+        if field == "seconds":
+            rows = _with_seconds(rows)
+        if per_episode:
+            rows = [{**r, "generation": r["generation"] * run.episodes_per_generation}
+                    for r in rows] if run.episodes_per_generation else []
+        gens, ys = _series(rows, field)
+        if not gens:
+            without.append(label)
+            continue
+        drawn += 1
+        color = f"C{i % 10}"
+        if band:
+            g1, lo = _series(rows, band[0])
+            g2, hi = _series(rows, band[1])
+            if g1 == gens == g2:
+                ax.fill_between(gens, lo, hi, color=color, alpha=0.12)
+        if err:
+            _, e = _series([r for r in rows if _num(r.get(field))], err)
+            ax.errorbar(gens, ys, yerr=e if len(e) == len(gens) else None, fmt="o-", capsize=3, color=color,
+                        label=label)
+        else:
+            ax.plot(gens, ys, "o-", ms=4, color=color, label=label)
+    if not drawn:
+        return Plot(key, title, None, "none of the runs has this yet")
+    ax.set_xlabel("training episodes played" if per_episode else "generation (GRPO: step)")
+    if field in ("sigma", "alpha"):
+        ax.ticklabel_format(axis="y", style="sci", scilimits=(-2, 3))
+    if not per_episode:
+        _int_ticks(ax)
+    ax.legend(fontsize=8)
+    note = f"no data here for: {', '.join(without)}" if without else ""
+    return Plot(key, title, _png(fig), note)

@@ -1,0 +1,210 @@
+import json
+import re
+import shutil
+
+import pytest
+
+import esopt.envs.registry as registry
+from esopt.cli import main
+from esopt.report import default_report_path, load_run, write_report
+
+from report_helpers import ScriptedPolicy, copy_run, make_run, truncate
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def finished(esopt_cache, tmp_path_factory):
+    """A finished tiny run; its report was written by Trainer.finish."""
+    lines = []
+    path, summary = make_run(tmp_path_factory.mktemp("runs"), "finished", log=lines.append)
+    return path, summary, lines
+
+
+def test_trainer_writes_the_report_at_the_end(finished):
+    path, _, lines = finished
+    page = default_report_path(path)
+    assert page.exists() and f"[esopt] report: {page}" in lines
+    html = page.read_text()
+    for key in ("rewards", "heldout", "schedules", "time"):
+        png = page.parent / f"report-{key}.png"
+        assert png.read_bytes().startswith(PNG), key
+        assert f'id="plot-{key}"' in html
+    assert html.count('<img class="plot"') == 4 and html.count("data:image/png;base64,") == 4
+    assert 'id="plot-memory"' in html and "not recorded by this run" in html
+    assert 'id="missing"' not in html  # nothing is missing from a finished run
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", html)  # self-contained: nothing fetched
+    assert "finished: 3 of 3 generations" in html and "tiny-llama" in html and "run seed" in html
+
+
+def test_trajectory_viewer_shows_boards_turn_by_turn(finished):
+    html = default_report_path(finished[0]).read_text()
+    options = re.findall(r'<option (?:selected )?value="([^"]+)"', html)
+    assert options == ["eval-0", "train-0", "eval-1", "train-1", "eval-2", "train-2", "eval-3"]
+    assert '<option selected value="eval-3"' in html
+    assert html.count('class="traj-view"') == len(options)
+    assert "<b>best</b>" in html and "<b>worst</b>" in html
+    assert 'class="sdk sdk4"' in html and 'class="sdk-legend"' in html
+    assert re.search(r'<td class="[^"]*\bnew\b', html)  # a cell a move filled
+    assert re.search(r'<td class="[^"]*\brej\b', html)  # a cell a refused move tried
+    assert "accepted." in html and "rejected:" in html
+    assert "I think &lt;b&gt;this&lt;/b&gt; &amp; that" in html and "<b>this</b>" not in html
+
+
+def test_cli_report_refresh_and_out(finished, tmp_path, capsys):
+    run = copy_run(finished[0], tmp_path / "run")
+    assert main(["report", str(run)]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out == [f"[esopt] report: {default_report_path(run).resolve()} (open it in a browser; plots also as "
+                   "PNG files beside it)"]
+    out_file = tmp_path / "elsewhere" / "mine.html"
+    assert main(["report", str(run), "--out", str(out_file)]) == 0
+    assert out_file.exists() and (out_file.parent / "mine-rewards.png").read_bytes().startswith(PNG)
+
+
+def test_not_a_run_folder_exits_2_with_one_line(tmp_path, capsys):
+    assert main(["report", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "is not an esopt run folder" in err and len(err.strip().splitlines()) == 1
+    assert main(["report", str(tmp_path / "nope")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_truncated_run_yields_a_page_naming_what_is_missing(finished, tmp_path):
+    run = copy_run(finished[0], tmp_path / "killed")
+    truncate(run)
+    report = write_report(run)
+    html = report.path.read_text()
+    assert 'id="missing"' in html
+    for needle in ("only 2 of 3 generations recorded", "no held-out evaluation yet", "trajectories/gen0000.jsonl missing",
+                   "summary.json is missing", "metrics.jsonl: 1 unreadable line(s) skipped",
+                   "metrics.jsonl lacks generation(s) 1"):
+        assert needle in html, needle
+        assert any(needle in m for m in report.missing), needle
+    assert "not finished (no summary.json): 2 of 3 generations recorded" in html
+    assert 'id="plot-rewards"' in html and html.count('<img class="plot"') == 3  # rewards, schedules, time
+    assert re.search(r'id="plot-heldout">.*?no held-out evaluation yet', html)
+    assert re.findall(r'<option (?:selected )?value="([^"]+)"', html) == ["train-1"]
+
+
+def test_damaged_or_nearly_empty_run_folders_still_give_a_page(finished, tmp_path):
+    run = copy_run(finished[0], tmp_path / "damaged")
+    text = (run / "history.json").read_text()
+    (run / "history.json").write_text(text[: len(text) // 2])
+    (run / "metrics.jsonl").unlink()
+    shutil.rmtree(run / "trajectories")
+    html = write_report(run).path.read_text()
+    assert "history.json could not be read" in html and "metrics.jsonl is missing" in html
+    assert "No recorded episodes" in html
+
+    fresh = tmp_path / "just-started"
+    fresh.mkdir()
+    shutil.copy(finished[0] / "config.yaml", fresh / "config.yaml")
+    html = write_report(fresh).path.read_text()
+    assert "history.json is missing" in html and "no generation recorded yet" in html
+    assert "only 0 of 3 generations recorded" in html
+
+
+def test_heldout_figures_recomputed_from_episodes_without_metrics(finished, tmp_path):
+    run = copy_run(finished[0], tmp_path / "nometrics")
+    (run / "metrics.jsonl").unlink()
+    data = load_run(run)
+    assert [e["generation"] for e in data.evals] == [0, 1, 2, 3]
+    assert data.evals[-1]["heldout_reward"] == pytest.approx(finished[1]["final"]["reward"])
+    assert [r["generation"] for r in data.train] == [0, 1, 2] and all("reward_mean" in r for r in data.train)
+
+
+def test_compare_overlays_runs(finished, tmp_path):
+    other, _ = make_run(tmp_path, "other", "es.generations=2", "es.noise=lowrank")
+    out = tmp_path / "cmp" / "a-vs-b.html"
+    assert main(["report", str(finished[0]), "--compare", str(other), "--out", str(out)]) == 0
+    html = out.read_text()
+    assert 'id="compare"' in html and "finished" in html and "other" in html
+    for key in ("compare-reward", "compare-heldout", "compare-heldout-episodes", "compare-sigma", "compare-alpha",
+                "compare-time"):
+        assert (out.parent / f"a-vs-b-{key}.png").read_bytes().startswith(PNG), key
+    assert "lowrank rank 1" in html
+
+
+def test_other_environments_get_the_fallback_or_their_renderer(finished, tmp_path, monkeypatch):
+    run = copy_run(finished[0], tmp_path / "web")
+    cfg = (run / "config.yaml").read_text()
+    (run / "config.yaml").write_text(cfg.replace("id: sudoku", "id: web"))
+    html = write_report(run).path.read_text()
+    assert 'class="turns"' in html and 'class="sdk' not in html  # plain turn table
+
+    monkeypatch.setattr(registry, "_RENDERERS", dict(registry._RENDERERS))
+
+    def web(ep):
+        return f'<div class="web-step">{len(ep["turns"])} steps</div>'
+
+    web.css = ".web-step{color:teal}"
+    registry.register_renderer("web", web)
+    html = write_report(run).path.read_text()
+    assert 'class="web-step"' in html and ".web-step{color:teal}" in html
+
+    def broken(ep):
+        raise KeyError("url")
+
+    registry.register_renderer("web", broken, overwrite=True)
+    report = write_report(run)
+    html = report.path.read_text()
+    assert "the web renderer failed (KeyError" in html and 'class="turns"' in html
+    with pytest.raises(ValueError, match="already has a renderer"):
+        registry.register_renderer("web", web)
+
+
+def test_a_report_failure_never_breaks_the_run(esopt_cache, tmp_path, monkeypatch):
+    import esopt.report
+
+    def boom(*a, **k):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(esopt.report, "write_report", boom)
+    lines = []
+    _, summary = make_run(tmp_path, "noreport", log=lines.append)
+    assert "final" in summary
+    assert any(ln.startswith("[esopt] report not written (RuntimeError: disk full); retry with: esopt report")
+               for ln in lines)
+
+
+def test_demo_prints_the_report_path_before_the_result_lines(esopt_cache, tmp_path, monkeypatch, capsys):
+    import esopt.demo
+    from conftest import TINY_OVERRIDES
+
+    class ScriptedTrainer(esopt.demo.Trainer):
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            self.policy = ScriptedPolicy()
+
+    monkeypatch.setattr(esopt.demo, "Trainer", ScriptedTrainer)
+    assert esopt.demo.main(["configs/demo.yaml", *TINY_OVERRIDES, f"run.out_dir={tmp_path}", "run.name=demo"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out[-2].startswith("RESULT heldout_reward_base=") and out[-1].startswith("RESULT heldout_reward_es=")
+    page = default_report_path(tmp_path / "demo").resolve()
+    assert out[-3] == f"[esopt] report: {page} (open it in a browser)" and page.exists()
+
+
+def test_viewer_offers_evenly_spaced_generations_beyond_its_cap(finished, tmp_path, monkeypatch):
+    import esopt.report.episodes as episodes
+
+    monkeypatch.setattr(episodes, "MAX_VIEWS", 3)
+    report = write_report(copy_run(finished[0], tmp_path / "capped"))
+    html = report.path.read_text()
+    assert re.findall(r'<option (?:selected )?value="([^"]+)"', html) == ["eval-0", "train-1", "eval-3"]
+    assert "the trajectory viewer offers 3 of 7 episode files" in html
+
+
+def test_memory_is_plotted_where_recorded(finished, tmp_path):
+    run = copy_run(finished[0], tmp_path / "mem")
+    plain = (run / "metrics.jsonl").read_text()
+    rows = [json.loads(ln) for ln in plain.splitlines()]
+    for i, r in enumerate(rows):
+        r["peak_rss_mb"] = 500.0 + i
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    report = write_report(run)
+    png = report.path.parent / "report-memory.png"
+    assert png.read_bytes().startswith(PNG) and report.path.read_text().count('<img class="plot"') == 5
+    (run / "metrics.jsonl").write_text(plain)  # refreshed without memory: no stale plot stays behind
+    write_report(run)
+    assert not png.exists()
