@@ -124,7 +124,22 @@ def cmd_bench(a) -> int:
     if a.name == "es-memory":
         from .bench.es_memory import main
 
-        main(config, overrides, a.out or "bench-results/es-memory.json", a.repeats)
+        main(config, overrides, a.out or "bench-results/es-memory.json", a.repeats or 3)
+    elif a.name == "memory":
+        from .bench.memory import main
+
+        main(config, overrides, a.out or "bench-results/memory.json", a.repeats or 1,
+             tasks=a.tasks.split(",") if a.tasks else None, grpo_sequences=a.grpo_sequences)
+    elif a.name == "compare":
+        from .bench.compare import main
+
+        main(config, overrides, a.out or "bench-results/compare.json", _ints(a.seeds or "0,1,2", "--seeds"))
+    elif a.name == "population":
+        from .bench.population import main
+
+        models = [m for m in (a.models or "").split(",") if m]
+        main(config, overrides, a.out or "bench-results/population.json", models,
+             _ints(a.populations or "8,16", "--populations"), seed=a.seed)
     elif a.name == "throughput":
         from .bench.throughput import main
 
@@ -134,9 +149,16 @@ def cmd_bench(a) -> int:
         from .config import load_config
 
         cfg = load_config(config, overrides)
-        main(cfg.model, a.out or "bench-results/perturb.json", max(a.repeats, 1), cfg.es.sigma.start,
+        main(cfg.model, a.out or "bench-results/perturb.json", max(a.repeats or 3, 1), cfg.es.sigma.start,
              cfg.es.table_size, cfg.runtime.threads)
     return 0
+
+
+def _ints(text: str, flag: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise SystemExit(f"esopt: error: {flag} takes comma-separated integers, got {text!r}") from None
 
 
 def cmd_report(a) -> int:
@@ -170,10 +192,19 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("out_dir")
     x.set_defaults(func=cmd_export)
     b = sub.add_parser("bench", help="benchmarks (print RESULT lines, write JSON)")
-    b.add_argument("name", choices=["es-memory", "perturb", "throughput"])
+    b.add_argument("name", choices=["es-memory", "memory", "perturb", "throughput", "compare", "population"])
     b.add_argument("args", nargs="*", metavar="CONFIG_OR_OVERRIDE")
     b.add_argument("--out", help="JSON output path")
-    b.add_argument("--repeats", type=int, default=3, help="es-memory: fresh-process runs of each phase; perturb: timed rounds (medians are compared)")
+    b.add_argument("--repeats", type=int, default=None,
+                   help="es-memory (default 3) / memory (default 1): fresh-process runs of each phase; "
+                        "perturb (default 3): timed rounds; medians are compared")
+    b.add_argument("--tasks", help="memory: comma-separated subset of 4x4-demo,9x9-h5,9x9-h10,9x9-h15 (default: all)")
+    b.add_argument("--seeds", help="compare: comma-separated run seeds (default 0,1,2)")
+    b.add_argument("--models", help="population: comma-separated backbones, weaker first (aliases, folders, exports)")
+    b.add_argument("--populations", help="population: comma-separated population sizes (default 8,16)")
+    b.add_argument("--seed", type=int, default=0, help="population: run seed")
+    b.add_argument("--grpo-sequences", type=int, default=None,
+                   help="memory: GRPO updates on the longest N turn sequences (default: two micro-batches; 0: all)")
     b.set_defaults(func=cmd_bench)
     r = sub.add_parser("report", help="write a run's HTML report (plots, config, trajectory viewer)",
                        description="Write one self-contained HTML page about a run (finished, running or stopped) "

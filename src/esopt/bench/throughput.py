@@ -20,6 +20,29 @@ def _timed_generation(cfg, model, tok, t: int = 0) -> dict:
     return stats
 
 
+def batch_scaling(model, batches=(16, 128), prompt_len: int = 128, new_tokens: int = 8) -> dict:
+    """Plain prefill and decode tokens/s of the model at a few batch sizes (the profile
+    behind the low-rank ratio: batching pays only where a batch leaves compute idle)."""
+    import torch
+
+    rows = {}
+    for b in batches:
+        ids = torch.randint(3, model.config.vocab_size, (b, prompt_len))
+        kw = dict(attention_mask=torch.ones_like(ids), do_sample=False, pad_token_id=0)
+        with torch.inference_mode():
+            t0 = time.perf_counter()
+            model.generate(input_ids=ids, max_new_tokens=1, min_new_tokens=1, **kw)
+            t1 = time.perf_counter()
+            model.generate(input_ids=ids, max_new_tokens=new_tokens, min_new_tokens=new_tokens, **kw)
+            t2 = time.perf_counter()
+        prefill = t1 - t0
+        decode = max((t2 - t1) - prefill, 1e-9)
+        rows[b] = {"prefill_tokens_per_s": b * prompt_len / prefill, "decode_tokens_per_s": b * (new_tokens - 1) / decode}
+        print(f"batch {b:4d}: prefill {rows[b]['prefill_tokens_per_s']:.0f} tokens/s, "
+              f"decode {rows[b]['decode_tokens_per_s']:.1f} tokens/s (plain model, {prompt_len}-token prompts)", flush=True)
+    return rows
+
+
 def main(config: str, overrides: list[str], out: str) -> dict:
     from ..config import load_config
     from ..models import load_model
@@ -52,6 +75,8 @@ def main(config: str, overrides: list[str], out: str) -> dict:
         # last: the share with the config's own noise setting (the default settings)
         "es_overhead_fraction": rows[base.es.noise]["overhead_fraction"],
     }
+    small, large = base.es.episodes_per_member, base.es.episodes_per_member * base.es.population
+    scaling = batch_scaling(model, (small, min(large, base.agent.batch_size)))
     write_results(out, "throughput", results, {"config": config, "overrides": overrides, "noise": base.es.noise,
-                                               "generations": rows})
+                                               "generations": rows, "batch_scaling": scaling})
     return results

@@ -13,26 +13,34 @@ which path ran or on the thread count. Other dtypes and devices use torch.
 """
 from __future__ import annotations
 
+import importlib.util
+
 import numpy as np
 import torch
 
-try:  # numba is a dependency; without it everything still works through torch
-    import numba
-    from numba import njit, prange
-except ImportError:  # pragma: no cover - exercised only where numba is missing
-    numba = None
-
 BLOCK = 1 << 16  # elements per parallel block; lost indices of a block stay in order
+_HAVE_NUMBA = importlib.util.find_spec("numba") is not None
+_compiled = None  # (perturb, restore), compiled (or loaded from numba's cache) on first use
 
 
 def available(chunk: torch.Tensor) -> bool:
-    return numba is not None and chunk.dtype == torch.float32 and chunk.device.type == "cpu" and chunk.is_contiguous()
+    return _HAVE_NUMBA and chunk.dtype == torch.float32 and chunk.device.type == "cpu" and chunk.is_contiguous()
 
 
-if numba is not None:
+def _kernels():
+    """numba is imported on first use only (~60 MB of RSS, ~45 MB more once the
+    kernels are loaded), so processes that never perturb (evaluation) don't pay it."""
+    global _compiled
+    if _compiled is None:
+        _compiled = _build()
+    return _compiled
+
+
+def _build():  # pragma: no cover - the bodies are compiled by numba
+    from numba import njit, prange
 
     @njit(parallel=True, cache=True)
-    def _perturb(w, eps, s, idx, val):  # pragma: no cover - compiled
+    def perturb(w, eps, s, idx, val):
         n = w.size
         nb = (n + BLOCK - 1) // BLOCK
         counts = np.zeros(nb, np.int64)
@@ -60,7 +68,7 @@ if numba is not None:
         return k
 
     @njit(parallel=True, cache=True)
-    def _restore(w, eps, s, idx, val):  # pragma: no cover - compiled
+    def restore(w, eps, s, idx, val):
         n = w.size
         nb = (n + BLOCK - 1) // BLOCK
         for b in prange(nb):
@@ -71,8 +79,12 @@ if numba is not None:
         for j in range(idx.size):
             w[idx[j]] = val[j]
 
+    return perturb, restore
+
 
 def _threads() -> None:
+    import numba
+
     numba.set_num_threads(max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS)))
 
 
@@ -80,10 +92,10 @@ def perturb(chunk: torch.Tensor, eps: torch.Tensor, scale: float, idx: torch.Ten
     """chunk += fp32(scale) * eps in place; the first k entries of idx / val (int32 / float32
     buffers of the chunk's size) receive the positions and original values of the lost elements."""
     _threads()
-    return int(_perturb(chunk.numpy(), eps.numpy(), np.float32(scale), idx.numpy(), val.numpy()))
+    return int(_kernels()[0](chunk.numpy(), eps.numpy(), np.float32(scale), idx.numpy(), val.numpy()))
 
 
 def restore(chunk: torch.Tensor, eps: torch.Tensor, scale: float, idx: torch.Tensor, val: torch.Tensor) -> None:
     """chunk -= fp32(scale) * eps, then chunk[idx] = val."""
     _threads()
-    _restore(chunk.numpy(), eps.numpy(), np.float32(scale), idx.numpy(), val.numpy())
+    _kernels()[1](chunk.numpy(), eps.numpy(), np.float32(scale), idx.numpy(), val.numpy())

@@ -182,7 +182,7 @@ class Trainer:
         stats = {
             "kind": "train", "generation": t, "reward_mean": float(finite.mean()), "reward_max": float(finite.max()),
             "reward_min": float(finite.min()), "reward_std": float(finite.std()), "sigma": sigma, "alpha": alpha,
-            "nonfinite_rewards": n_bad, "tokens": self.policy.tokens_generated - tokens0,
+            "nonfinite_rewards": n_bad, "episodes": len(traj), "tokens": self.policy.tokens_generated - tokens0,
             **{f"time_{k}": v for k, v in times.items()},
         }
         self.run.log(stats)
