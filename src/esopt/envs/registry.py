@@ -20,14 +20,18 @@ def register(name: str, factory: EnvFactory, *, overwrite: bool = False) -> None
     Registering the same factory twice is a no-op; registering a different
     factory under a taken name needs ``overwrite=True``.
     """
+    _put(_REGISTRY, name, factory, "factory", "is already registered", overwrite)
+
+
+def _put(table: dict, name: str, value, what: str, taken: str, overwrite: bool) -> None:
     if not isinstance(name, str) or not name:
         raise ValueError("environment name must be a non-empty string")
-    if not callable(factory):
-        raise ValueError(f"factory for environment {name!r} is not callable")
-    existing = _REGISTRY.get(name)
-    if existing is not None and existing is not factory and not overwrite:
-        raise ValueError(f"environment {name!r} is already registered; pass overwrite=True to replace it")
-    _REGISTRY[name] = factory
+    if not callable(value):
+        raise ValueError(f"{what} for environment {name!r} is not callable")
+    existing = table.get(name)
+    if existing is not None and existing is not value and not overwrite:
+        raise ValueError(f"environment {name!r} {taken}; pass overwrite=True to replace it")
+    table[name] = value
 
 
 def list_envs() -> list[str]:
@@ -74,14 +78,7 @@ def register_renderer(name: str, renderer: EpisodeRenderer, *, overwrite: bool =
     escaped. A ``css`` string attribute on the renderer, if any, is added once to
     the page's stylesheet. Environments without a renderer get a plain turn table.
     """
-    if not isinstance(name, str) or not name:
-        raise ValueError("environment name must be a non-empty string")
-    if not callable(renderer):
-        raise ValueError(f"renderer for environment {name!r} is not callable")
-    existing = _RENDERERS.get(name)
-    if existing is not None and existing is not renderer and not overwrite:
-        raise ValueError(f"environment {name!r} already has a renderer; pass overwrite=True to replace it")
-    _RENDERERS[name] = renderer
+    _put(_RENDERERS, name, renderer, "renderer", "already has a renderer", overwrite)
 
 
 def renderer_for(name: str) -> EpisodeRenderer | None:
