@@ -84,7 +84,9 @@ def test_gradient_equals_manual_reply_only_objective(tiny):
     assert rel[1] > 0.1  # scoring env tokens too: a very different gradient (the test can fail)
 
 
-def test_no_gradient_reaches_logits_of_env_tokens(tiny):
+def test_logits_only_at_positions_that_predict_reply_tokens(tiny):
+    """The output head runs once per scored token, at the position before it, and nowhere
+    else: environment/prompt tokens get no logits at all, so no gradient through them."""
     model, tok = tiny
     samples = turn_samples([hand_built_episode(tok)], [1.0])
     set_token_weights(samples, "token")
@@ -105,12 +107,15 @@ def test_no_gradient_reaches_logits_of_env_tokens(tiny):
         handle.remove()
         model.requires_grad_(False)
         model.zero_grad(set_to_none=True)
-    grad = seen["logits"].grad  # (B, R + 1, V): logits[:, j] predicts targets[:, j]
-    per_pos = grad[:, :-1].abs().sum(-1)
-    assert (~b.mask).any()  # the window holds prompt tokens of the shorter reply's row
-    assert torch.all(per_pos[~b.mask] == 0)  # env/prompt targets: exactly no gradient
-    assert torch.all(per_pos[b.mask] > 0)
-    assert torch.all(grad[:, -1] == 0)  # the logit after the last token predicts nothing
+    logits = seen["logits"]
+    assert (~b.mask).any()  # the batch has padding columns in the response window (replies differ in length)
+    assert logits.shape == (int(b.mask.sum()), model.config.vocab_size)  # one row per scored token, no more
+    R = b.targets.shape[1]
+    with torch.no_grad():  # row k = the full model's logits at the position predicting the k-th scored token
+        full = model(input_ids=b.input_ids, attention_mask=b.attention_mask, position_ids=b.position_ids).logits
+    assert torch.allclose(logits.detach(), full[:, -R - 1:-1][b.mask], atol=1e-5)
+    assert torch.all(logits.grad.abs().sum(-1) > 0)  # every scored token is trained
+    assert torch.all(logp[~b.mask] == 0)  # off the mask: a constant, nothing to differentiate
 
 
 def test_rollout_records_the_exact_prompt_and_generated_tokens(tiny):

@@ -107,6 +107,11 @@ def collate(samples: list[TurnSample], pad_id: int) -> Batch:
     return Batch(ids, att, pos, ids[:, W - R:], mask, weights, adv)
 
 
+# Causal LMs whose logits are exactly output_head(last hidden state of the body): no scaling
+# or soft-capping after the head. Others fall back to the full model's logits on a window.
+PLAIN_HEAD_TYPES = ("llama", "qwen2")
+
+
 def _accepts_logits_to_keep(model) -> bool:
     try:
         return "logits_to_keep" in inspect.signature(model.forward).parameters
@@ -114,16 +119,34 @@ def _accepts_logits_to_keep(model) -> bool:
         return False
 
 
+def _scored(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """(B, T, D) outputs ending at the last column -> (N, D) at the N positions that predict
+    the masked targets (position -R-1+j predicts target j)."""
+    R = mask.shape[1]
+    return x[:, -R - 1:-1][mask]
+
+
 def response_logprobs(model, batch: Batch, temperature: float = 1.0) -> torch.Tensor:
     """(B, R) log-probs of batch.targets under the model's sampling distribution
-    softmax(logits / temperature); only the last R + 1 positions are projected to the vocabulary."""
+    softmax(logits / temperature), 0 off the mask.
+
+    The transformer body runs over every position, but the output head (vocabulary-wide)
+    and the log-softmax only run at the positions that predict response tokens.
+    """
     dev = next(model.parameters()).device
-    R = batch.targets.shape[1]
-    kwargs = {"logits_to_keep": R + 1} if _accepts_logits_to_keep(model) else {}
-    out = model(input_ids=batch.input_ids.to(dev), attention_mask=batch.attention_mask.to(dev),
-                position_ids=batch.position_ids.to(dev), use_cache=False, **kwargs)
-    logits = out.logits[:, -R - 1:-1].float() / temperature
-    return torch.log_softmax(logits, -1).gather(-1, batch.targets.to(dev)[..., None]).squeeze(-1)
+    mask = batch.mask.to(dev)
+    kwargs = dict(input_ids=batch.input_ids.to(dev), attention_mask=batch.attention_mask.to(dev),
+                  position_ids=batch.position_ids.to(dev), use_cache=False)
+    if getattr(model.config, "model_type", None) in PLAIN_HEAD_TYPES:
+        hidden = model.base_model(**kwargs).last_hidden_state
+        logits = model.get_output_embeddings()(_scored(hidden, mask))
+    else:
+        if _accepts_logits_to_keep(model):
+            kwargs["logits_to_keep"] = mask.shape[1] + 1
+        logits = _scored(model(**kwargs).logits, mask)
+    logp = torch.log_softmax(logits.float() / temperature, -1)
+    picked = logp.gather(-1, batch.targets.to(dev)[mask][:, None]).squeeze(-1)
+    return torch.zeros(mask.shape, dtype=picked.dtype, device=dev).masked_scatter(mask, picked)
 
 
 def clipped_loss(logp: torch.Tensor, old_logp: torch.Tensor, batch: Batch, clip_eps: float,
