@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import torch
 
+from ..models.policy import _CACHE_KWARG, MIN_SHARED_PREFIX, _common_prefix_len, _expand_cache, _pad_between, _pad_left
+
 
 def group_advantages(rewards, scale_std: bool = True, eps: float = 1e-6) -> torch.Tensor:
     """(groups, G) trajectory rewards -> advantages (r - group mean) [/ (group std + eps)].
@@ -77,34 +79,62 @@ def set_token_weights(samples: list[TurnSample], norm: str = "token") -> None:
 
 @dataclass
 class Batch:
-    input_ids: torch.Tensor  # (B, W) left-padded prompt + response
+    input_ids: torch.Tensor  # (B, W) [shared prefix][left padding][rest of the row]: every row ends at column W
     attention_mask: torch.Tensor  # (B, W)
     position_ids: torch.Tensor  # (B, W) as in generation: counting real tokens only
     targets: torch.Tensor  # (B, R) the last R columns: what logits[:, -R-1:-1] predict
     mask: torch.Tensor  # (B, R) bool, True on the sample's response tokens only
     weights: torch.Tensor  # (B, R) loss weight per token (0 off the mask)
     advantages: torch.Tensor  # (B,)
+    prefix_len: int = 0  # columns [0, prefix_len) hold the same prompt tokens in every row (encoded once)
 
 
-def collate(samples: list[TurnSample], pad_id: int) -> Batch:
-    """Left-pad so every response ends at the last column; R = the longest response."""
-    rows = [s.prompt_ids + s.response_ids for s in samples]
-    W = max(len(r) for r in rows)
-    R = max(len(s.response_ids) for s in samples)
-    if R >= W:
+def shared_prefix_len(samples: list[TurnSample]) -> int:
+    """Length of the prompt prefix common to all samples (system prompt, examples, ...), at
+    most the shortest prompt minus one: every row keeps the position that predicts its
+    first response token. 0 when shorter than MIN_SHARED_PREFIX or for a single sample."""
+    if len(samples) < 2:
+        return 0
+    n = min(_common_prefix_len([s.prompt_ids for s in samples]), min(len(s.prompt_ids) for s in samples) - 1)
+    return n if n >= MIN_SHARED_PREFIX else 0
+
+
+def collate(samples: list[TurnSample], pad_id: int, share_prefix: bool = True) -> Batch:
+    """Left-pad so every response ends at the last column; R = the longest response.
+
+    With share_prefix, the prompt prefix common to all rows stays in front and the
+    padding goes after it ([prefix][padding][rest]), so the prefix can be encoded once.
+    """
+    if any(not s.prompt_ids for s in samples):
         raise ValueError("every turn needs at least one prompt token before its response")
-    ids = torch.full((len(rows), W), pad_id, dtype=torch.long)
-    att = torch.zeros((len(rows), W), dtype=torch.long)
+    rows = [s.prompt_ids + s.response_ids for s in samples]
+    P = shared_prefix_len(samples) if share_prefix else 0
+    ids, att = _pad_between(rows, P, pad_id) if P else _pad_left(rows, pad_id)
+    R = max(len(s.response_ids) for s in samples)
     mask = torch.zeros((len(rows), R), dtype=torch.bool)
     weights = torch.zeros((len(rows), R), dtype=torch.float32)
-    for i, (row, s) in enumerate(zip(rows, samples)):
-        ids[i, W - len(row):] = torch.tensor(row)
-        att[i, W - len(row):] = 1
+    for i, s in enumerate(samples):
         mask[i, R - len(s.response_ids):] = True
         weights[i, R - len(s.response_ids):] = s.weight
     pos = (att.cumsum(1) - 1).clamp(min=0)
     adv = torch.tensor([s.advantage for s in samples], dtype=torch.float32)
-    return Batch(ids, att, pos, ids[:, W - R:], mask, weights, adv)
+    return Batch(ids, att, pos, ids[:, ids.shape[1] - R:], mask, weights, adv, P)
+
+
+def body_tokens(batch: Batch) -> int:
+    """Token positions the transformer body runs over for this batch (its cost)."""
+    B, W = batch.input_ids.shape
+    return batch.prefix_len + B * (W - batch.prefix_len)
+
+
+def micro_batches(samples: list[TurnSample], size: int, pad_id: int) -> list[Batch]:
+    """Consecutive micro-batches of `size` samples, in the cheaper of two orders: by length
+    (least padding) or by token ids (rows that share long prefixes together, e.g. the
+    group's identical first-turn prompts). Both give the same accumulated gradient."""
+    orders = [sorted(samples, key=lambda s: len(s.prompt_ids) + len(s.response_ids)),
+              sorted(samples, key=lambda s: (s.prompt_ids, s.response_ids))]
+    options = [[collate(o[i:i + size], pad_id) for i in range(0, len(o), size)] for o in orders]
+    return min(options, key=lambda bs: sum(body_tokens(b) for b in bs))
 
 
 # Causal LMs whose logits are exactly output_head(last hidden state of the body): no scaling
@@ -126,24 +156,40 @@ def _scored(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return x[:, -R - 1:-1][mask]
 
 
+def _run(module, batch: Batch, dev, **extra):
+    """module's output for the columns after the shared prefix (all columns without one).
+
+    The prefix is encoded once, as one row, and its keys/values are copied to every row
+    (with gradients: the copies' gradients add up in the one prefix computation); the
+    rest of each row then attends to them as in the unshared forward.
+    """
+    ids, att, pos = batch.input_ids.to(dev), batch.attention_mask.to(dev), batch.position_ids.to(dev)
+    P = batch.prefix_len
+    if P == 0:
+        return module(input_ids=ids, attention_mask=att, position_ids=pos, use_cache=False, **extra)
+    prefix = module(input_ids=ids[:1, :P], attention_mask=att[:1, :P], position_ids=pos[:1, :P], use_cache=True)
+    cache = prefix[_CACHE_KWARG]
+    _expand_cache(cache, torch.zeros(ids.shape[0], dtype=torch.long, device=dev))
+    return module(input_ids=ids[:, P:], attention_mask=att, position_ids=pos[:, P:], use_cache=True,
+                  **{_CACHE_KWARG: cache}, **extra)
+
+
 def response_logprobs(model, batch: Batch, temperature: float = 1.0) -> torch.Tensor:
     """(B, R) log-probs of batch.targets under the model's sampling distribution
     softmax(logits / temperature), 0 off the mask.
 
-    The transformer body runs over every position, but the output head (vocabulary-wide)
-    and the log-softmax only run at the positions that predict response tokens.
+    The transformer body runs over every position (the shared prefix once for all rows),
+    the output head (vocabulary-wide) and the log-softmax only at the positions that
+    predict response tokens.
     """
     dev = next(model.parameters()).device
     mask = batch.mask.to(dev)
-    kwargs = dict(input_ids=batch.input_ids.to(dev), attention_mask=batch.attention_mask.to(dev),
-                  position_ids=batch.position_ids.to(dev), use_cache=False)
     if getattr(model.config, "model_type", None) in PLAIN_HEAD_TYPES:
-        hidden = model.base_model(**kwargs).last_hidden_state
+        hidden = _run(model.base_model, batch, dev).last_hidden_state
         logits = model.get_output_embeddings()(_scored(hidden, mask))
     else:
-        if _accepts_logits_to_keep(model):
-            kwargs["logits_to_keep"] = mask.shape[1] + 1
-        logits = _scored(model(**kwargs).logits, mask)
+        extra = {"logits_to_keep": mask.shape[1] + 1} if _accepts_logits_to_keep(model) else {}
+        logits = _scored(_run(model, batch, dev, **extra).logits, mask)
     logp = torch.log_softmax(logits.float() / temperature, -1)
     picked = logp.gather(-1, batch.targets.to(dev)[mask][:, None]).squeeze(-1)
     return torch.zeros(mask.shape, dtype=picked.dtype, device=dev).masked_scatter(mask, picked)

@@ -26,7 +26,8 @@ from ..train.summary import finish_run
 from ..train.rundir import RunDir
 from ..train.tasks import TaskSource
 from . import checkpoint
-from .grpo import clipped_loss, collate, group_advantages, response_logprobs, set_token_weights, turn_samples
+from .grpo import (clipped_loss, group_advantages, micro_batches, response_logprobs, set_token_weights,
+                   turn_samples)
 
 
 def training_sampling(cfg: Config) -> Sampling:
@@ -123,9 +124,7 @@ class GRPOTrainer:
     def update(self, samples) -> dict:
         """inner_steps optimizer steps on these samples; gradients accumulated over micro-batches."""
         g = self.cfg.grpo
-        pad = self.tokenizer.pad_token_id
-        samples = sorted(samples, key=lambda s: len(s.prompt_ids) + len(s.response_ids))  # less padding
-        batches = [collate(samples[i:i + g.micro_batch], pad) for i in range(0, len(samples), g.micro_batch)]
+        batches = micro_batches(samples, g.micro_batch, self.tokenizer.pad_token_id)
         times = {"ref": 0.0, "update": 0.0}
         ref = [None] * len(batches)
         if self.reference is not None:
