@@ -25,7 +25,7 @@ def test_perturb_bench_runs_and_reports(esopt_cache, tmp_path, capsys):
     assert len(data["seconds"]["table"]) == 2
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[-1].startswith("RESULT perturb_restore_over_axpy=")
-    assert set(data["seconds"]) == {"axpy2", "gaussian", "gaussian_torch", "table", "table_torch"}
+    assert set(data["seconds"]) == {"axpy2", "axpy2_hot", "gaussian", "gaussian_torch", "table", "table_torch"}
 
 
 def test_throughput_bench_runs_and_reports(esopt_cache, tmp_path, capsys):

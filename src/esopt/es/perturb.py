@@ -142,7 +142,7 @@ class Perturber:
             n, dt, dev = chunk.numel(), chunk.dtype, chunk.device
             if self.fused and kernels.available(chunk):
                 idx, val = self._buf.get("lost_idx", n, torch.int32), self._buf.get("lost_val", n)
-                k = kernels.perturb(chunk, eps, scale, idx, val)
+                k = kernels.perturb(chunk, eps, scale, idx, val, self._buf.get("lost", n, torch.bool))
                 if k:
                     corr = Correction(name, start, idx[:k].clone(), val[:k].clone())
                     total += corr.nbytes()
