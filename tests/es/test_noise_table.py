@@ -58,3 +58,13 @@ def test_make_noise_errors():
         make_noise("uniform")
     with pytest.raises(ValueError, match="table_size"):
         make_noise("table", 1000)
+
+
+def test_kernel_choice_follows_config(tiny_cfg, tiny_model):
+    from esopt.es.build import make_perturber
+
+    def fused(*over):
+        return make_perturber(tiny_model, tiny_cfg(*over, "es.table_size=4194304").es).fused
+
+    assert fused("es.noise=table") and not fused("es.noise=gaussian")
+    assert fused("es.noise=gaussian", "es.kernels=numba") and not fused("es.noise=table", "es.kernels=torch")

@@ -9,4 +9,5 @@ from .perturb import Perturber
 def make_perturber(model, es_cfg):
     if es_cfg.noise == "lowrank":
         return LowRankPerturber(model, es_cfg.rank, es_cfg.scope)
-    return Perturber(model, es_cfg.scope, make_noise(es_cfg.noise, es_cfg.table_size))
+    fused = es_cfg.kernels == "numba" or (es_cfg.kernels == "auto" and es_cfg.noise == "table")
+    return Perturber(model, es_cfg.scope, make_noise(es_cfg.noise, es_cfg.table_size), fused=fused)
