@@ -12,17 +12,22 @@ from pathlib import Path
 
 
 def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write to a temporary file of its own in the same folder, then rename over `path`.
 
     A unique temporary name, so two writers (two processes, or a report built
-    while the run writes) never rename each other's half-written file.
+    while the run writes) never rename each other's half-written file; a reader
+    sees the old file or the new one, never half of one.
     """
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         os.fchmod(fd, 0o644)  # mkstemp makes 0600; run files are meant to be shared
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

@@ -9,11 +9,10 @@ listed at the top of the page.
 """
 from __future__ import annotations
 
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..es.history import atomic_write_bytes
 from .load import RunData, is_run_dir, load_run
 
 __all__ = ["Report", "RunData", "default_report_path", "is_run_dir", "load_run", "refresh_report", "write_report"]
@@ -38,19 +37,6 @@ def _labels(runs: list[RunData]) -> list[str]:
     return [lab if labels.count(lab) == 1 else f"{lab} #{i + 1}" for i, lab in enumerate(labels)]
 
 
-def _write_bytes(path: Path, data: bytes) -> None:
-    """Atomic: a reader (a browser refreshing) never sees half a file."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o644)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def write_report(run_dir, compare=(), out=None) -> Report:
     """Build the page for ``run_dir`` (overlaying ``compare`` runs) at ``out``; PNGs go beside it."""
     from .episodes import viewer
@@ -72,12 +58,12 @@ def write_report(run_dir, compare=(), out=None) -> Report:
         if p.png is None:
             png.unlink(missing_ok=True)  # a stale plot from an earlier refresh would mislead
             continue
-        _write_bytes(png, p.png)
+        atomic_write_bytes(png, p.png)
         files[p.key] = png.name
         written.append(png)
     view = viewer(run)
     html = page(run, plots, view, files, others, labels, cplots)
-    _write_bytes(out, html.encode("utf-8"))
+    atomic_write_bytes(out, html.encode("utf-8"))
     notes = run.missing + view.notes + [f"{lab}: {m}" for o, lab in zip(others, labels[1:]) for m in o.missing]
     return Report(out, written, notes)
 
