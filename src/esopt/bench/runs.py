@@ -8,6 +8,8 @@ import sys
 import time
 from pathlib import Path
 
+from ..train.rundir import RunDir
+
 
 def train_run(config: str, overrides: list[str], out_dir: str, name: str, log=print) -> dict:
     """Run `esopt train CONFIG overrides` into out_dir/name and return its held-out curve.
@@ -29,7 +31,7 @@ def train_run(config: str, overrides: list[str], out_dir: str, name: str, log=pr
 
 def read_run(path: Path) -> dict:
     summary = json.loads((path / "summary.json").read_text())
-    metrics = [json.loads(line) for line in (path / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    metrics = RunDir(path).metrics()
     per_gen = summary.get("episodes_per_generation")
     train_seconds: dict[int, float] = {}
     episodes: dict[int, int] = {}

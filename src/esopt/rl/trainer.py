@@ -21,8 +21,7 @@ from ..es.perturb import weights_hash
 from ..models import HFPolicy, load_model
 from ..models.policy import Sampling
 from ..utils.seeding import derive_seed
-from ..train.evaluate import evaluate
-from ..train.summary import finish_run
+from ..train.summary import finish_run, record_eval
 from ..train.rundir import RunDir
 from ..train.tasks import TaskSource
 from . import checkpoint
@@ -104,13 +103,7 @@ class GRPOTrainer:
 
     # --------------------------------------------------------------- evaluation
     def evaluate(self, generation: int) -> dict:
-        stats, episodes = evaluate(self.policy, self.tasks, self.cfg, seed=derive_seed("eval", self.cfg.run.seed))
-        self.run.write_trajectories(f"eval_gen{generation:04d}", [{"generation": generation, **ep} for ep in episodes])
-        self.run.log({"kind": "eval", "generation": generation,
-                      **{f"heldout_{k}": v for k, v in stats.items() if k != "per_task"}})
-        self.log(f"[esopt] held-out after {generation} GRPO steps: reward {stats['reward']:.3f} ± {stats['reward_se']:.3f} "
-                 f"(solved {stats['solved']:.3f}, n={stats['n']}, {stats['seconds']:.0f}s)")
-        return stats
+        return record_eval(self.run, self.policy, self.tasks, self.cfg, generation, self.log, unit="GRPO steps")
 
     # -------------------------------------------------------------------- step
     def play(self, t: int, on_turn=None):

@@ -3,8 +3,19 @@ figures with their paired difference) and the run's report."""
 from __future__ import annotations
 
 from ..es.perturb import weights_hash
-from .evaluate import paired_difference, summarize
+from ..utils.seeding import derive_seed
+from .evaluate import evaluate, paired_difference, summarize
 from .rundir import RunDir
+
+
+def record_eval(run: RunDir, policy, tasks, cfg, generation: int, log=print, unit: str = "generations") -> dict:
+    """Held-out evaluation after `generation` updates: trajectories, metrics line and log line."""
+    stats, episodes = evaluate(policy, tasks, cfg, seed=derive_seed("eval", cfg.run.seed))
+    run.write_trajectories(f"eval_gen{generation:04d}", [{"generation": generation, **ep} for ep in episodes])
+    run.log({"kind": "eval", "generation": generation, **{f"heldout_{k}": v for k, v in stats.items() if k != "per_task"}})
+    log(f"[esopt] held-out after {generation} {unit}: reward {stats['reward']:.3f} ± {stats['reward_se']:.3f} "
+        f"(solved {stats['solved']:.3f}, n={stats['n']}, {stats['seconds']:.0f}s)")
+    return stats
 
 
 def load_eval(run: RunDir, generation: int):

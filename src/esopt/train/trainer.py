@@ -21,9 +21,9 @@ from ..es.schedules import scheduled
 from ..es.strategy import Strategy
 from ..models import HFPolicy, load_model
 from ..utils.seeding import derive_seed
-from .evaluate import evaluate, run_episodes
+from .evaluate import run_episodes
 from .rundir import RunDir
-from .summary import finish_run
+from .summary import finish_run, record_eval
 from .tasks import TaskSource
 
 
@@ -63,13 +63,7 @@ class Trainer:
 
     # --------------------------------------------------------------- evaluation
     def evaluate(self, generation: int) -> dict:
-        stats, episodes = evaluate(self.policy, self.tasks, self.cfg, seed=derive_seed("eval", self.cfg.run.seed))
-        self.run.write_trajectories(f"eval_gen{generation:04d}", [{"generation": generation, **ep} for ep in episodes])
-        self.run.log({"kind": "eval", "generation": generation,
-                      **{f"heldout_{k}": v for k, v in stats.items() if k != "per_task"}})
-        self.log(f"[esopt] held-out after {generation} generations: reward {stats['reward']:.3f} ± {stats['reward_se']:.3f} "
-                 f"(solved {stats['solved']:.3f}, n={stats['n']}, {stats['seconds']:.0f}s)")
-        return stats
+        return record_eval(self.run, self.policy, self.tasks, self.cfg, generation, self.log)
 
     # --------------------------------------------------------------- generation
     def play_member(self, m, sigma: float, t: int, times: dict, progress=None):
