@@ -114,3 +114,33 @@ def test_run_folder_and_resume_equivalence(tiny_cfg):
     assert "base" in summary  # the base evaluation is read back from the killed run's files
     assert [m["generation"] for m in second.run.metrics() if m["kind"] == "train"] == [0, 1, 2]
     assert json.loads((run_path / "checkpoint" / "state.json").read_text())["step"] == 3
+
+
+def test_a_failed_rollout_or_update_is_recorded_and_the_run_goes_on(tiny_cfg):
+    tr = toy_trainer(tiny_cfg("run.name=fails", *TOY, "grpo.steps=3"))
+    play, update = tr.play, tr.update
+    hashes = []
+
+    def flaky_play(t, on_turn=None):
+        hashes.append(weights_hash(tr.model))
+        if t == 1:
+            raise RuntimeError("simulated rollout failure")
+        return play(t, on_turn)
+
+    def flaky_update(samples):
+        if len(hashes) == 3:  # step 2's update
+            raise RuntimeError("simulated out of memory")
+        return update(samples)
+
+    tr.play, tr.update = flaky_play, flaky_update
+    summary = tr.train()
+    train = [m for m in tr.run.metrics() if m["kind"] == "train"]
+    assert [m["generation"] for m in train] == [0, 1, 2]
+    assert "simulated rollout failure" in train[1]["rollout_error"] and train[1]["episodes"] == 0
+    assert "simulated out of memory" in train[2]["update_error"] and train[2]["episodes"] == 32
+    assert "rollout_error" not in train[0] and "update_error" not in train[0]
+    assert hashes[1] != hashes[0]  # step 0 updated
+    assert hashes[2] == hashes[1] == weights_hash(tr.model) == summary["weights_hash"]  # steps 1 and 2 did not
+    assert tr.run.read_trajectories("gen0001") == [] and len(tr.run.read_trajectories("gen0002")) == 32
+    assert all(p.grad is None for p in tr.params)  # the failed update's partial gradients were dropped
+    assert (tr.run.path / "report" / "report.html").exists()  # the report copes with the failed step's NaNs

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import torch
 
+from .prefix import CACHE_KWARG, MIN_SHARED_PREFIX, common_prefix_len, expand_cache, pad_between, pad_left
+
 
 @dataclass(frozen=True)
 class Sampling:
@@ -58,7 +60,7 @@ class HFPolicy:
         tok = self.tokenizer
         rows = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
         can_share = self.prefix_cache and len(rows) > 1 and (row_context is None or groups is not None)
-        shared = _common_prefix_len(rows) if can_share else 0
+        shared = common_prefix_len(rows) if can_share else 0
         shared = min(shared, min(len(r) for r in rows) - 1)  # every row keeps >= 1 token to decode from
         kwargs = dict(max_new_tokens=max_new_tokens, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
         if sampling.temperature > 0:
@@ -68,22 +70,22 @@ class HFPolicy:
         if shared >= MIN_SHARED_PREFIX:
             # The system prompt, examples and fixed text are shared by every row: encode them
             # once and give all rows a copy of that KV cache; padding sits between prefix and suffix.
-            ids, mask = _pad_between(rows, shared, tok.pad_token_id)
+            ids, mask = pad_between(rows, shared, tok.pad_token_id)
             prefix = ids[:1, :shared].to(self.device)
             if row_context is None:
-                cache = self.model(input_ids=prefix, use_cache=True)[_CACHE_KWARG]
-                _expand_cache(cache, torch.zeros(len(rows), dtype=torch.long, device=self.device))
+                cache = self.model(input_ids=prefix, use_cache=True)[CACHE_KWARG]
+                expand_cache(cache, torch.zeros(len(rows), dtype=torch.long, device=self.device))
             else:  # one prefix per weight group, encoded under the context of its first row
                 first = {}
                 for i, g in enumerate(groups):
                     first.setdefault(g, i)
                 with row_context(list(first.values())):
-                    cache = self.model(input_ids=prefix.expand(len(first), -1), use_cache=True)[_CACHE_KWARG]
+                    cache = self.model(input_ids=prefix.expand(len(first), -1), use_cache=True)[CACHE_KWARG]
                 slot = {g: k for k, g in enumerate(first)}
-                _expand_cache(cache, torch.tensor([slot[g] for g in groups], device=self.device))
-            kwargs[_CACHE_KWARG] = cache
+                expand_cache(cache, torch.tensor([slot[g] for g in groups], device=self.device))
+            kwargs[CACHE_KWARG] = cache
         else:
-            ids, mask = _pad_left(rows, tok.pad_token_id)
+            ids, mask = pad_left(rows, tok.pad_token_id)
         ids, mask = ids.to(self.device), mask.to(self.device)
         # sampling draws from a forked, locally seeded RNG: the global RNG is left as it was
         with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
@@ -97,49 +99,6 @@ class HFPolicy:
         return tok.batch_decode(new, skip_special_tokens=True)
 
 
-MIN_SHARED_PREFIX = 16
-try:  # transformers 5.x renamed `past_key_values` to `cache`
-    from transformers.generation.utils import ALL_CACHE_NAMES as _  # noqa: F401
-
-    _CACHE_KWARG = "cache"
-except ImportError:
-    _CACHE_KWARG = "past_key_values"
-
-
 def _until_eos(ids: list[int], eos: int) -> list[int]:
     """Generated ids up to and including the first end-of-turn token (the rest is padding)."""
     return ids[: ids.index(eos) + 1] if eos in ids else ids
-
-
-def _common_prefix_len(rows: list[list[int]]) -> int:
-    first = rows[0]
-    n = min(len(r) for r in rows)
-    for i in range(n):
-        v = first[i]
-        if any(r[i] != v for r in rows):
-            return i
-    return n
-
-
-def _pad_left(rows, pad_id):
-    width = max(len(r) for r in rows)
-    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    for i, r in enumerate(rows):
-        ids[i, width - len(r) :] = torch.tensor(r)
-        mask[i, width - len(r) :] = 1
-    return ids, mask
-
-
-def _pad_between(rows, shared, pad_id):
-    """[shared prefix][padding][own suffix] per row."""
-    ids, mask = _pad_left([r[shared:] for r in rows], pad_id)
-    prefix = torch.tensor(rows[0][:shared]).expand(len(rows), -1)
-    return torch.cat([prefix, ids], 1), torch.cat([torch.ones_like(prefix), mask], 1)
-
-
-def _expand_cache(cache, source_row: torch.Tensor) -> None:
-    """Row j of the batch gets a copy of row source_row[j] of the prefix cache."""
-    for layer in cache.layers:
-        layer.keys = layer.keys.index_select(0, source_row)
-        layer.values = layer.values.index_select(0, source_row)

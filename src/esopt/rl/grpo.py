@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..models.policy import _CACHE_KWARG, MIN_SHARED_PREFIX, _common_prefix_len, _expand_cache, _pad_between, _pad_left
+from ..models.prefix import CACHE_KWARG, MIN_SHARED_PREFIX, common_prefix_len, expand_cache, pad_between, pad_left
 
 
 def group_advantages(rewards, scale_std: bool = True, eps: float = 1e-6) -> torch.Tensor:
@@ -95,7 +95,7 @@ def shared_prefix_len(samples: list[TurnSample]) -> int:
     first response token. 0 when shorter than MIN_SHARED_PREFIX or for a single sample."""
     if len(samples) < 2:
         return 0
-    n = min(_common_prefix_len([s.prompt_ids for s in samples]), min(len(s.prompt_ids) for s in samples) - 1)
+    n = min(common_prefix_len([s.prompt_ids for s in samples]), min(len(s.prompt_ids) for s in samples) - 1)
     return n if n >= MIN_SHARED_PREFIX else 0
 
 
@@ -109,7 +109,7 @@ def collate(samples: list[TurnSample], pad_id: int, share_prefix: bool = True) -
         raise ValueError("every turn needs at least one prompt token before its response")
     rows = [s.prompt_ids + s.response_ids for s in samples]
     P = shared_prefix_len(samples) if share_prefix else 0
-    ids, att = _pad_between(rows, P, pad_id) if P else _pad_left(rows, pad_id)
+    ids, att = pad_between(rows, P, pad_id) if P else pad_left(rows, pad_id)
     R = max(len(s.response_ids) for s in samples)
     mask = torch.zeros((len(rows), R), dtype=torch.bool)
     weights = torch.zeros((len(rows), R), dtype=torch.float32)
@@ -168,10 +168,10 @@ def _run(module, batch: Batch, dev, **extra):
     if P == 0:
         return module(input_ids=ids, attention_mask=att, position_ids=pos, use_cache=False, **extra)
     prefix = module(input_ids=ids[:1, :P], attention_mask=att[:1, :P], position_ids=pos[:1, :P], use_cache=True)
-    cache = prefix[_CACHE_KWARG]
-    _expand_cache(cache, torch.zeros(ids.shape[0], dtype=torch.long, device=dev))
+    cache = prefix[CACHE_KWARG]
+    expand_cache(cache, torch.zeros(ids.shape[0], dtype=torch.long, device=dev))
     return module(input_ids=ids[:, P:], attention_mask=att, position_ids=pos[:, P:], use_cache=True,
-                  **{_CACHE_KWARG: cache}, **extra)
+                  **{CACHE_KWARG: cache}, **extra)
 
 
 def response_logprobs(model, batch: Batch, temperature: float = 1.0) -> torch.Tensor:

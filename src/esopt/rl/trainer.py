@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import time
+import traceback
 
 import numpy as np
 import torch
@@ -21,6 +22,7 @@ from ..es.perturb import weights_hash
 from ..models import HFPolicy, load_model
 from ..models.policy import Sampling
 from ..utils.seeding import derive_seed
+from ..train.loop import train_loop
 from ..train.summary import finish_run, record_eval
 from ..train.rundir import RunDir
 from ..train.tasks import TaskSource
@@ -163,7 +165,10 @@ class GRPOTrainer:
             def progress(turn, done):
                 bar.set_postfix_str(f"step {t} turn {turn} episodes {done}/{self.episodes_per_step}", refresh=False)
         t0 = time.time()
-        episodes = self.play(t, progress)
+        try:
+            episodes = self.play(t, progress)
+        except Exception:  # like a failed ES member: recorded, no update this step, the run goes on
+            return self._failed_step(t, traceback.format_exc(), time.time() - t0, bar)
         t_rollout = time.time() - t0
         rewards = np.array([ep.reward for ep in episodes], dtype=np.float64).reshape(g.puzzles_per_step, g.group_size)
         adv = group_advantages(rewards, g.scale_std).reshape(-1).tolist()
@@ -174,7 +179,13 @@ class GRPOTrainer:
             if g.kl_coef == 0:  # zero-advantage turns add nothing to the loss or its gradient
                 samples = [s for s in samples if s.advantage != 0.0]
             if samples:
-                upd = self.update(samples)
+                try:
+                    upd = self.update(samples)
+                except Exception:  # e.g. out of memory in a backward pass: skip this step's update
+                    self.optimizer.zero_grad(set_to_none=True)
+                    upd["error"] = traceback.format_exc()
+                    self.log(f"[esopt] GRPO step {t}: update failed, weights left as they were before it "
+                             f"(unless an inner step had already been taken):\n{upd['error']}")
         self.run.write_trajectories(f"gen{t:04d}", [
             {"generation": t, "group": i // g.group_size, **_public(ep.to_json())} for i, ep in enumerate(episodes)])
         first = upd["inner"][0] if upd["inner"] else {}
@@ -192,38 +203,45 @@ class GRPOTrainer:
             "tokens": self.policy.tokens_generated - tokens0,
             "time_rollout": t_rollout, "time_ref": upd["times"]["ref"], "time_update": upd["times"]["update"],
         }
+        if "error" in upd:
+            stats["update_error"] = upd["error"]
         self.run.log(stats)
         self.last_update = upd
         if bar is not None:
             bar.update(1)
         return stats
 
+    def _failed_step(self, t: int, error: str, seconds: float, bar=None) -> dict:
+        """A step whose rollout raised: recorded (metrics line, empty trajectory file), weights unchanged."""
+        self.log(f"[esopt] GRPO step {t}: rollout failed, no update this step:\n{error}")
+        self.run.write_trajectories(f"gen{t:04d}", [])
+        nan = float("nan")
+        stats = {"kind": "train", "generation": t, "algo": "grpo", "episodes": 0, "rollout_error": error,
+                 "reward_mean": nan, "reward_max": nan, "reward_min": nan, "reward_std": nan, "solved": nan,
+                 "errors": self.episodes_per_step, "flat_groups": 0, "loss": 0.0, "kl": 0.0, "clip_frac": 0.0,
+                 "grad_norm": 0.0, "ratio_max_dev": 0.0, "trained_tokens": 0, "lr": self.cfg.grpo.lr, "tokens": 0,
+                 "time_rollout": seconds, "time_ref": 0.0, "time_update": 0.0}
+        self.run.log(stats)
+        self.last_update = {"inner": [], "times": {"ref": 0.0, "update": 0.0}}
+        if bar is not None:
+            bar.update(1)
+        return stats
+
     # --------------------------------------------------------------------- run
     def train(self, start: int = 0) -> dict:
-        cfg = self.cfg
-        T = self.steps
-        evals = {}
-        if start == 0 and cfg.eval.at_start:
-            evals[0] = self.evaluate(0)
+        T, g = self.steps, self.cfg.grpo
         bar = tqdm(total=T - start, desc="GRPO", unit="step", dynamic_ncols=True, mininterval=1.0)
-        try:
-            for t in range(start, T):
-                t0 = time.time()
-                s = self.step(t, bar)
-                bar.write(f"[esopt] grpo step {t + 1}/{T}: reward mean {s['reward_mean']:.3f} max {s['reward_max']:.3f} "
-                          f"min {s['reward_min']:.3f} ({s['flat_groups']}/{cfg.grpo.puzzles_per_step} flat groups) | "
-                          f"loss {s['loss']:+.4f} kl {s['kl']:.4f} clip {s['clip_frac']:.3f} grad {s['grad_norm']:.3f} | "
-                          f"{time.time() - t0:.0f}s (rollout {s['time_rollout']:.0f}s, update {s['time_update']:.0f}s)")
-                done = t + 1
-                if cfg.grpo.checkpoint_every and done % cfg.grpo.checkpoint_every == 0 and done < T:
-                    self.save_checkpoint(done)
-                if cfg.eval.every and done % cfg.eval.every == 0 and done < T:
-                    evals[done] = self.evaluate(done)
-        finally:
-            bar.close()
-        self.save_checkpoint(T)
-        evals[T] = self.evaluate(T)
-        return self.finish(evals)
+
+        def describe(t, s, seconds):
+            if s.get("rollout_error"):
+                return f"[esopt] grpo step {t + 1}/{T}: rollout failed, no update ({seconds:.0f}s)"
+            return (f"[esopt] grpo step {t + 1}/{T}: reward mean {s['reward_mean']:.3f} max {s['reward_max']:.3f} "
+                    f"min {s['reward_min']:.3f} ({s['flat_groups']}/{g.puzzles_per_step} flat groups) | "
+                    f"loss {s['loss']:+.4f} kl {s['kl']:.4f} clip {s['clip_frac']:.3f} grad {s['grad_norm']:.3f} | "
+                    f"{seconds:.0f}s (rollout {s['time_rollout']:.0f}s, update {s['time_update']:.0f}s)"
+                    + (" | update FAILED, skipped" if s.get("update_error") else ""))
+
+        return train_loop(self, start, T, bar, describe, self.save_checkpoint, g.checkpoint_every)
 
     def finish(self, evals: dict) -> dict:
         return finish_run(self.run, self.model, evals, self.steps, self.log, algo="grpo",

@@ -22,6 +22,7 @@ from ..es.strategy import Strategy
 from ..models import HFPolicy, load_model
 from ..utils.seeding import derive_seed
 from .evaluate import run_episodes
+from .loop import train_loop
 from .rundir import RunDir
 from .summary import finish_run, record_eval
 from .tasks import TaskSource
@@ -184,27 +185,16 @@ class Trainer:
 
     # --------------------------------------------------------------------- run
     def train(self, start: int = 0) -> dict:
-        cfg = self.cfg
-        T = cfg.es.generations
-        evals = {}
-        if start == 0 and cfg.eval.at_start:
-            evals[0] = self.evaluate(0)
-        bar = tqdm(total=(T - start) * cfg.es.population, desc="ES", unit="member", dynamic_ncols=True, mininterval=1.0)
-        try:
-            for t in range(start, T):
-                t0 = time.time()
-                s = self.generation(t, bar)
-                bar.write(f"[esopt] gen {t + 1}/{T}: reward mean {s['reward_mean']:.3f} max {s['reward_max']:.3f} "
-                          f"min {s['reward_min']:.3f} | sigma {s['sigma']:.2e} alpha {s['alpha']:.2e} | "
-                          f"{time.time() - t0:.0f}s (rollout {s['time_rollout']:.0f}s, noise "
-                          f"{s['time_perturb'] + s['time_restore'] + s['time_update']:.0f}s)")
-                done = t + 1
-                if cfg.eval.every and done % cfg.eval.every == 0 and done < T:
-                    evals[done] = self.evaluate(done)
-        finally:
-            bar.close()
-        evals[T] = self.evaluate(T)
-        return self.finish(evals)
+        T = self.cfg.es.generations
+        bar = tqdm(total=(T - start) * self.cfg.es.population, desc="ES", unit="member", dynamic_ncols=True,
+                   mininterval=1.0)
+
+        def describe(t, s, seconds):
+            return (f"[esopt] gen {t + 1}/{T}: reward mean {s['reward_mean']:.3f} max {s['reward_max']:.3f} "
+                    f"min {s['reward_min']:.3f} | sigma {s['sigma']:.2e} alpha {s['alpha']:.2e} | {seconds:.0f}s "
+                    f"(rollout {s['time_rollout']:.0f}s, noise {s['time_perturb'] + s['time_restore'] + s['time_update']:.0f}s)")
+
+        return train_loop(self, start, T, bar, describe)  # the history record is the checkpoint
 
     def finish(self, evals: dict) -> dict:
         return finish_run(self.run, self.model, evals, self.cfg.es.generations, self.log)
