@@ -60,6 +60,20 @@ def test_memory_bench_three_phases_over_horizons(esopt_cache, tmp_path, capsys):
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[-1].startswith("RESULT grpo_over_es_peak_at_15=")
 
+    # a later run of other tasks into the same file keeps these rows (same settings only)
+    from esopt.bench.memory import _earlier_rows
+
+    settings = {k: data[k] for k in ("config", "overrides", "repeats", "grpo_update_sequences", "population",
+                                     "episodes_per_member")}
+    assert set(_earlier_rows(str(out), settings, ["4x4-demo", "9x9-h5"])) == {"9x9-h15"}
+    assert _earlier_rows(str(out), {**settings, "population": 4}, ["4x4-demo"]) == {}
+    assert _earlier_rows(str(tmp_path / "missing.json"), settings, ["4x4-demo"]) == {}
+    res2 = memory("configs/demo.yaml", data["overrides"], str(out), tasks=["9x9-h10"])
+    data2 = json.loads(out.read_text())
+    assert list(data2["median_peak_mb"]) == ["9x9-h5", "9x9-h10", "9x9-h15"]
+    assert data2["runs"]["9x9-h5"] == data["runs"]["9x9-h5"] and data2["runs"]["9x9-h15"] == data["runs"]["9x9-h15"]
+    assert res2["es_peak_growth_5_to_15"] == res["es_peak_growth_5_to_15"]
+
 
 def test_memory_bench_rejects_unknown_task(tmp_path):
     import pytest

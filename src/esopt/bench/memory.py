@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 from ..utils.memory import peak_rss_mb
 
@@ -179,10 +180,13 @@ def main(config: str, overrides: list[str], out: str, repeats: int = 1, tasks: l
     cfg = load_config(config, overrides)
     if grpo_sequences is None:
         grpo_sequences = 2 * cfg.grpo.micro_batch
-    table, runs = {}, {}
+    settings = {"config": config, "overrides": overrides, "repeats": repeats, "grpo_update_sequences": grpo_sequences,
+                "population": cfg.es.population, "episodes_per_member": cfg.es.episodes_per_member}
+    runs = _earlier_rows(out, settings, tasks)
     for task in tasks:
         runs[task] = measure(config, overrides + TASKS[task], PHASES, repeats, grpo_sequences, label=f"{task} ")
-        table[task] = {p: median(peak_of(r) for r in rows) for p, rows in runs[task].items()}
+    runs = {t: runs[t] for t in TASKS if t in runs}
+    table = {t: {p: median(peak_of(r) for r in rows) for p, rows in r_.items()} for t, r_ in runs.items()}
     print(f"\n{'task':10s} " + " ".join(f"{p:>10s}" for p in PHASES) + "   es/inference  grpo/es")
     for task, row in table.items():
         print(f"{task:10s} " + " ".join(f"{row[p]:10.0f}" for p in PHASES)
@@ -190,17 +194,30 @@ def main(config: str, overrides: list[str], out: str, repeats: int = 1, tasks: l
     results = {"es_over_inference_peak_max": max(r["es"] / r["inference"] for r in table.values())}
     if "9x9-h5" in table and "9x9-h15" in table:
         results["es_peak_growth_5_to_15"] = table["9x9-h15"]["es"] / table["9x9-h5"]["es"] - 1
-    last = "9x9-h15" if "9x9-h15" in table else tasks[-1]
+    last = "9x9-h15" if "9x9-h15" in table else list(table)[-1]
     results["grpo_over_es_peak_at_15" if last == "9x9-h15" else f"grpo_over_es_peak_{last}"] = (
         table[last]["grpo"] / table[last]["es"])
     png = str(out).rsplit(".", 1)[0] + ".png"
     _plot(table, png)
     print(f"plot: {png}")
-    write_results(out, "memory", results, {
-        "config": config, "overrides": overrides, "repeats": repeats, "grpo_update_sequences": grpo_sequences,
-        "population": cfg.es.population, "episodes_per_member": cfg.es.episodes_per_member,
-        "median_peak_mb": table, "tasks": {t: TASKS[t] for t in tasks}, "runs": runs, "plot": png})
+    write_results(out, "memory", results, {**settings, "median_peak_mb": table, "tasks": {t: TASKS[t] for t in table},
+                                           "runs": runs, "plot": png})
     return results
+
+
+def _earlier_rows(out: str, settings: dict, tasks: list[str]) -> dict[str, list]:
+    """Rows of tasks not measured now, kept from an earlier OUT written with the same
+    settings (so a long bench can be run a few tasks at a time into one table)."""
+    try:
+        earlier = json.loads(Path(out).read_text())
+    except (OSError, ValueError):
+        return {}
+    if any(earlier.get(k) != v for k, v in settings.items()):
+        return {}
+    kept = {t: rows for t, rows in earlier.get("runs", {}).items() if t in TASKS and t not in tasks}
+    if kept:
+        print(f"[bench] keeping the rows of {', '.join(kept)} from {out} (same settings)", flush=True)
+    return kept
 
 
 if __name__ == "__main__":
