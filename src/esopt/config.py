@@ -41,6 +41,9 @@ class ESConfig(Strict):
     noise: Literal["gaussian", "table", "lowrank"] = "gaussian"
     table_size: int = Field(1 << 25, ge=1 << 22)  # floats in the shared noise table (es.noise=table)
     rank: int = Field(1, ge=1)  # rank of A B^T per linear weight (es.noise=lowrank)
+    # es.noise=lowrank: in-scope tensors that are not linear weights (norms, embeddings, biases):
+    # frozen, or full-rank Gaussian noise applied per member (members then decode one after another)
+    lowrank_others: Literal["frozen", "full"] = "frozen"
     kernels: Literal["auto", "numba", "torch"] = "auto"  # full-rank perturb/restore: auto = numba with es.noise=table
 
 

@@ -140,9 +140,11 @@ def forward_reward_rollout(policy, envs, ids, obs, cfg, seed, on_turn=None, row_
     return out
 
 
-def test_lowrank_training_resume_and_export(tiny_cfg, tmp_path):
-    extra = ("es.noise=lowrank", "es.rank=2", "es.sigma.start=0.05", "es.sigma.end=0.05")
+@pytest.mark.parametrize("others", ["frozen", "full"])
+def test_lowrank_training_resume_and_export(tiny_cfg, tmp_path, others):
+    extra = ("es.noise=lowrank", "es.rank=2", "es.sigma.start=0.05", "es.sigma.end=0.05", f"es.lowrank_others={others}")
     full = make_trainer(tiny_cfg("run.name=lr-full", *extra))
+    norm0 = full.model.model.norm.weight.detach().clone()
     full.rollout_fn = forward_reward_rollout
     base = weights_hash(full.model)
     full.train()
@@ -150,6 +152,7 @@ def test_lowrank_training_resume_and_export(tiny_cfg, tmp_path):
     assert want != base
     rec = full.history.records[0]
     assert len(set(r for r in rec["rewards"])) == len(rec["rewards"])  # members really differ
+    assert torch.equal(full.model.model.norm.weight, norm0) == (others == "frozen")  # norms train only with "full"
 
     first = make_trainer(tiny_cfg("run.name=lr-killed", *extra))
     first.rollout_fn = forward_reward_rollout

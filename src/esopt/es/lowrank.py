@@ -5,11 +5,18 @@ sigma_i * A_i B_i^T / sqrt(r), with A_i (out x r) and B_i (in x r) drawn from
 (member seed, module name). The weights are never modified: a forward hook adds
 scale_row * ((x @ B) @ A^T) / sqrt(r) to each linear layer's output, where
 every row of the batch may belong to a different member, so a whole
-population decodes in one batched forward. The ES update sums the members'
-weighted A B^T into one full-rank change of W.
+population decodes in one batched forward. An embedding tied to a perturbed
+linear weight (an output head sharing the input embeddings) gets the same
+perturbation in its lookup, so both uses of the tensor see the member's
+weights. The ES update sums the members' weighted A B^T into one full-rank
+change of W.
 
-Selected with `es.noise: lowrank` (`es.rank`); only nn.Linear weights in
-`es.scope` are perturbed and updated, other tensors stay frozen.
+Selected with `es.noise: lowrank` (`es.rank`). The other tensors in `es.scope`
+(norms, untied embeddings, biases) follow `es.lowrank_others`: `frozen` (neither
+perturbed nor updated; the whole population decodes in one batch) or `full`
+(full-rank noise of their own, applied in place per member and restored
+exactly, updated like full-rank ES; members then decode one after another,
+each with its side terms and its perturbed other tensors).
 """
 from __future__ import annotations
 
@@ -20,24 +27,50 @@ import torch
 from torch import nn
 
 from .noise import tensor_seed
-from .perturb import merge_seeds, select_parameters
+from .perturb import Perturber, merge_seeds, select_parameters
 
 
 class LowRankPerturber:
-    def __init__(self, model: nn.Module, rank: int = 1, scope: str | list[str] = "all_linear"):
+    def __init__(self, model: nn.Module, rank: int = 1, scope: str | list[str] = "all_linear", others: str = "frozen",
+                 others_noise=None):
         if rank < 1:
             raise ValueError(f"es.rank must be >= 1, got {rank}")
+        if others not in ("frozen", "full"):
+            raise ValueError(f"es.lowrank_others must be 'frozen' or 'full', got {others!r}")
         self.model, self.rank = model, rank
-        chosen = {id(p) for _, p in select_parameters(model, scope)}
+        selected = select_parameters(model, scope)
+        chosen = {id(p) for _, p in selected}
         self.linears = [(name, mod) for name, mod in model.named_modules()
                         if isinstance(mod, nn.Linear) and id(mod.weight) in chosen]
         if not self.linears:
             raise ValueError(f"low-rank noise needs nn.Linear layers in scope {scope!r}; found none")
         self.numel = sum(mod.weight.numel() for _, mod in self.linears)
+        # a linear weight tied to an embedding (an output head sharing the input embeddings):
+        # the embedding lookup gets the same member's perturbation, row by token
+        side = {id(mod.weight): k for k, (_, mod) in enumerate(self.linears)}
+        self.tied = [(mod, side[id(mod.weight)]) for _, mod in model.named_modules()
+                     if isinstance(mod, nn.Embedding) and id(mod.weight) in side]
+        # the in-scope tensors the side terms do not cover: full-rank noise of their own, or frozen
+        rest = [name for name, p in selected if id(p) not in side]
+        self.others = Perturber(model, rest, others_noise, fused=False) if others == "full" and rest else None
+        if self.others is not None:
+            self.numel += self.others.numel
         self._cache_key, self._cache = None, []
 
     def describe(self) -> dict:
-        return {"kind": "lowrank", "rank": self.rank, "modules": len(self.linears)}
+        out = {"kind": "lowrank", "rank": self.rank, "modules": len(self.linears)}
+        if self.others is not None:
+            out["others"] = {"tensors": len(self.others.params), "numel": self.others.numel, **self.others.describe()}
+        return out
+
+    @contextmanager
+    def others_perturbed(self, seed: int, sigma: float, sign: int = 1):
+        """The other tensors at theta + sign*sigma*eps(seed) inside (es.lowrank_others=full); a no-op when frozen."""
+        if self.others is None:
+            yield
+        else:
+            with self.others.perturbed(seed, sigma, sign):
+                yield
 
     def factors(self, seed: int, name: str, out_f: int, in_f: int) -> tuple[torch.Tensor, torch.Tensor]:
         """(A: out x r, B: in x r), float32, CPU, reproducible from (seed, module name)."""
@@ -61,10 +94,15 @@ class LowRankPerturber:
         row_member = row_member.long()
         handles = []
         try:
-            for (name, mod), (a, b) in zip(self.linears, self._stacked(seeds)):
+            stacked = self._stacked(seeds)
+            for (name, mod), (a, b) in zip(self.linears, stacked):
                 dev, dt = mod.weight.device, mod.weight.dtype
                 scale = torch.tensor(scales, dtype=dt, device=dev) / math.sqrt(self.rank)
                 handles.append(mod.register_forward_hook(_make_hook(a, b, scale, row_member.to(dev))))
+            for emb, k in self.tied:
+                a, b = stacked[k]
+                scale = torch.tensor(scales, dtype=a.dtype, device=a.device) / math.sqrt(self.rank)
+                handles.append(emb.register_forward_hook(_make_embedding_hook(a, b, scale, row_member.to(a.device))))
             yield
         finally:
             for h in handles:
@@ -89,7 +127,11 @@ class LowRankPerturber:
 
     @torch.no_grad()
     def apply_update(self, seeds, coefficients, alpha: float, population: int) -> None:
-        """W += alpha / population * sum_i c_i * A_i B_i^T / sqrt(r), accumulated in fp32."""
+        """W += alpha / population * sum_i c_i * A_i B_i^T / sqrt(r), accumulated in fp32
+        (and the full-rank update of the other tensors with es.lowrank_others=full)."""
+        seeds, coefficients = list(seeds), list(coefficients)
+        if self.others is not None:
+            self.others.apply_update(seeds, coefficients, alpha, population)
         merged = merge_seeds(seeds, coefficients)
         if not merged or alpha == 0.0:
             return
@@ -114,5 +156,21 @@ def _make_hook(a, b, scale, row_member):
         z = torch.bmm(flat, b_rows)  # rows x tokens x r
         # output + z @ (scale * A)^T, the add fused into the batched matmul
         return torch.baddbmm(output.reshape(z.shape[0], z.shape[1], -1), z, a_rows_t).reshape(output.shape)
+
+    return hook
+
+
+def _make_embedding_hook(a, b, scale, row_member):
+    """Embedding rows of a weight tied to a perturbed linear layer (out = vocab): token t of
+    row j gets scale_m * A_m[t] B_m^T, m = row_member[j]; only the looked-up rows of A are gathered."""
+    b_rows_t = b[row_member].transpose(1, 2)  # rows x r x dim
+    row_scale = scale[row_member].view(-1, 1, 1)
+
+    def hook(module, inputs, output):
+        ids = inputs[0]
+        if ids.shape[0] != row_member.shape[0]:
+            raise RuntimeError(f"low-rank side terms were set up for {row_member.shape[0]} rows, got a batch of {ids.shape[0]}")
+        a_tok = a[row_member.view(-1, 1), ids] * row_scale  # rows x tokens x r
+        return torch.baddbmm(output, a_tok, b_rows_t)
 
     return hook

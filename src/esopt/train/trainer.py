@@ -112,7 +112,30 @@ class Trainer:
         return rewards, traj, errors
 
     def play_lowrank(self, members, sigma: float, t: int, times: dict, bar=None):
-        """Low-rank noise: every member's episodes decode together, one member per batch row."""
+        """Low-rank noise: every member's episodes decode together, one member per batch row.
+        With es.lowrank_others=full each member's other tensors are perturbed in place, so the
+        members decode one after another (each batch holds one member's rows)."""
+        if self.perturber.others is None:
+            return self._play_rows(members, sigma, t, times, bar, derive_seed("rollout", self.cfg.run.seed, t))
+        rewards, traj, errors = [], [], {}
+        for m in members:
+            t0 = time.time()
+            try:
+                with self.perturber.others_perturbed(m.seed, sigma, m.sign):
+                    times["perturb"] += time.time() - t0
+                    r, tr, err = self._play_rows([m], sigma, t, times, bar,
+                                                 derive_seed("rollout", self.cfg.run.seed, t, m.index))
+                    t0 = time.time()
+            finally:
+                times["restore"] += time.time() - t0
+            rewards += r
+            traj += tr
+            if err:
+                errors[str(m.index)] = err["all"]
+        return rewards, traj, errors
+
+    def _play_rows(self, members, sigma: float, t: int, times: dict, bar, rollout_seed: int):
+        """These members' episodes in one rollout, row j under its member's side terms."""
         cfg = self.cfg
         envs, ids, obs, row_member = [], [], [], []
         for k, _ in enumerate(members):
@@ -133,11 +156,11 @@ class Trainer:
                 bar.set_postfix_str(f"gen {t} turn {turn} episodes {done}/{len(envs)}", refresh=False)
         t0 = time.time()
         try:
-            episodes = self.rollout_fn(self.policy, envs, ids, obs, cfg, seed=derive_seed("rollout", cfg.run.seed, t),
+            episodes = self.rollout_fn(self.policy, envs, ids, obs, cfg, seed=rollout_seed,
                                        on_turn=progress, row_context=row_context, row_groups=row_member)
         except Exception:
             error = traceback.format_exc()
-            self.log(f"[esopt] generation {t} rollout failed:\n{error}")
+            self.log(f"[esopt] generation {t} rollout of members {[m.index for m in members]} failed:\n{error}")
             return [float("nan")] * len(members), [], {"all": error}
         finally:
             times["rollout"] += time.time() - t0
