@@ -2,7 +2,8 @@
 (c) one GRPO step, on the same model and the same episodes, for 9x9 Sudoku at
 H* = 5, 10, 15 (at most 3 x H* turns) and for the 4x4 demo task.
 
-Every measurement runs in its own fresh Python process (nothing inherited from
+The evaluation phase holds no ES state (it ignores `es.noise`, so a noise
+table is not allocated there). Every measurement runs in its own fresh Python process (nothing inherited from
 another phase): peak RSS from getrusage on the CPU, torch.cuda.max_memory_allocated
 on a GPU. Same episodes: ES plays population x episodes_per_member episodes (the
 members one after another); evaluation plays the same puzzles as often with
@@ -79,7 +80,10 @@ def phase_main(argv=None) -> None:
     from ..train.evaluate import run_episodes
     from ..train.rundir import RunDir
 
-    cfg = load_config(a.config, a.overrides + [f"run.out_dir={tempfile.mkdtemp()}", "run.name=bench"])
+    overrides = list(a.overrides)
+    if a.phase == "inference":  # plain inference holds no ES state: no noise table, no low-rank factors
+        overrides.append("es.noise=gaussian")
+    cfg = load_config(a.config, overrides + [f"run.out_dir={tempfile.mkdtemp()}", "run.name=bench"])
     if a.phase == "grpo":
         from ..rl.trainer import GRPOTrainer
 
