@@ -120,14 +120,13 @@ class Trainer:
         rewards, traj, errors = [], [], {}
         for m in members:
             t0 = time.time()
-            try:
-                with self.perturber.others_perturbed(m.seed, sigma, m.sign):
-                    times["perturb"] += time.time() - t0
-                    r, tr, err = self._play_rows([m], sigma, t, times, bar,
-                                                 derive_seed("rollout", self.cfg.run.seed, t, m.index))
-                    t0 = time.time()
-            finally:
-                times["restore"] += time.time() - t0
+            with self.perturber.others_perturbed(m.seed, sigma, m.sign):
+                t1 = time.time()
+                r, tr, err = self._play_rows([m], sigma, t, times, bar,  # records a failed rollout, never raises
+                                             derive_seed("rollout", self.cfg.run.seed, t, m.index))
+                t2 = time.time()
+            times["perturb"] += t1 - t0
+            times["restore"] += time.time() - t2
             rewards += r
             traj += tr
             if err:
