@@ -80,7 +80,7 @@ def _default_config() -> str:
 
 
 def cmd_eval(a) -> int:
-    from .config import load_config
+    from .config import ConfigError, load_config
     from .models import HFPolicy, load_model
     from .train.evaluate import evaluate
     from .train.tasks import TaskSource
@@ -102,11 +102,15 @@ def cmd_eval(a) -> int:
         import torch
 
         torch.set_num_threads(cfg.runtime.threads)
+    if a.split == "validation" and not cfg.tasks.validation:
+        raise ConfigError("--split validation needs a validation split: add tasks.validation=N (e.g. 64)")
     stats, _ = evaluate(HFPolicy(model, tok, cfg.agent.batch_size), TaskSource(cfg.env, cfg.tasks, cfg.run.seed), cfg,
-                        seed=derive_seed("eval", cfg.run.seed))
-    print(f"[esopt] {label}: held-out reward {stats['reward']:.4f} ± {stats['reward_se']:.4f}, solved {stats['solved']:.4f}, n={stats['n']}")
-    print(f"RESULT heldout_reward={stats['reward']:.4f}")
-    print(f"RESULT heldout_solved={stats['solved']:.4f}")
+                        seed=derive_seed("eval", cfg.run.seed), split=a.split)
+    name = "held-out" if a.split == "heldout" else "validation"
+    print(f"[esopt] {label}: {name} reward {stats['reward']:.4f} ± {stats['reward_se']:.4f}, solved {stats['solved']:.4f}, "
+          f"n={stats['n']}")
+    print(f"RESULT {a.split}_reward={stats['reward']:.4f}")
+    print(f"RESULT {a.split}_solved={stats['solved']:.4f}")
     return 0
 
 
@@ -186,6 +190,9 @@ def build_parser() -> argparse.ArgumentParser:
     g = e.add_mutually_exclusive_group()
     g.add_argument("--run", dest="run_dir", metavar="RUN_DIR")
     g.add_argument("--model", metavar="NAME")
+    e.add_argument("--split", choices=["heldout", "validation"], default="heldout",
+                   help="held-out tasks (final figures, default) or the validation split (tasks.validation puzzles, "
+                        "for choosing settings)")
     e.set_defaults(func=cmd_eval)
     x = sub.add_parser("export", help="write a run's final weights as a Hugging Face folder")
     x.add_argument("run_dir")

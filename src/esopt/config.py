@@ -76,8 +76,12 @@ class EnvConfig(Strict):
 
 class TasksConfig(Strict):
     fresh_each_generation: bool = True  # new training puzzles every generation
-    heldout: int = Field(64, ge=1)  # held-out puzzles (disjoint from training)
-    heldout_repeats: int = Field(1, ge=1)
+    heldout: int = Field(64, ge=1)  # held-out puzzles (disjoint from training): final figures only
+    heldout_repeats: int = Field(1, ge=1)  # episodes per held-out puzzle; the SE is over per-puzzle means
+    # validation puzzles (disjoint from training and held-out) for choosing hyperparameters; 0 = no
+    # validation split. With one, evaluations between the first and the last use it alone: held-out
+    # is evaluated only before training and at the end.
+    validation: int = Field(0, ge=0)
 
 
 class SamplingConfig(Strict):

@@ -10,22 +10,41 @@ from esopt.es.shaping import centered_rank, shape
 from esopt.es.strategy import Strategy
 
 
-def test_cosine_matches_paper_formula():
+def _expected(kind, s0, sT, t, T, warmup=0):
+    """The documented convention written out independently: generation 0 of T uses the start
+    value, generation T-1 the end value; warm-up scales generation t < W by (t+1)/(W+1)."""
+    u = t / (T - 1)
+    base = {"cosine": sT + (s0 - sT) * 0.5 * (1 + math.cos(math.pi * u)),
+            "linear": s0 * (1 - u) + sT * u, "constant": s0}[kind]
+    return base * ((t + 1) / (warmup + 1) if t < warmup else 1.0)
+
+
+@pytest.mark.parametrize("kind", ["cosine", "linear", "constant"])
+@pytest.mark.parametrize("warmup", [0, 3])
+def test_schedules_match_documented_convention(kind, warmup):
     s0, sT, T = 7e-4, 5e-4, 100
-    for t in (0, 1, 37, 50, 99, 100):
-        want = sT + (s0 - sT) * (1 + math.cos(math.pi * t / T)) / 2
-        assert scheduled("cosine", s0, sT, t, T) == pytest.approx(want, rel=1e-12)
-    assert scheduled("cosine", s0, sT, 0, T) == pytest.approx(s0)
-    assert scheduled("cosine", s0, sT, T, T) == pytest.approx(sT)
-    vals = [scheduled("cosine", s0, sT, t, T) for t in range(T + 1)]
-    assert all(a >= b for a, b in zip(vals, vals[1:]))
+    vals = [scheduled(kind, s0, sT, t, T, warmup) for t in range(T)]
+    for t in range(T):
+        assert vals[t] == pytest.approx(_expected(kind, s0, sT, t, T, warmup), rel=1e-12)
+    # the run's first generation uses the start value (after warm-up), its last uses the end value
+    assert vals[0] == pytest.approx(s0 / (warmup + 1), rel=1e-12)
+    assert vals[-1] == pytest.approx(sT if kind != "constant" else s0, rel=1e-12)
+    if kind != "constant":
+        assert all(a >= b for a, b in zip(vals[warmup:], vals[warmup + 1:]))
 
 
-def test_linear_constant_warmup_and_errors():
-    assert scheduled("linear", 1.0, 0.0, 25, 100) == pytest.approx(0.75)
-    assert scheduled("constant", 2.0, 0.0, 60, 100) == 2.0
-    assert scheduled("constant", 2.0, 0.0, 0, 100, warmup=3) == pytest.approx(0.5)
-    assert scheduled("constant", 2.0, 0.0, 3, 100, warmup=3) == 2.0
+def test_schedule_reaches_end_on_the_last_generation():
+    # the old t/T convention never reached end: its last generation (t = T-1 = 7) used 0.00207
+    assert scheduled("cosine", 4e-3, 2e-3, 7, 8) == pytest.approx(2e-3, rel=1e-12)
+    assert scheduled("cosine", 4e-3, 2e-3, 0, 8) == pytest.approx(4e-3, rel=1e-12)
+    assert scheduled("linear", 1.0, 0.0, 1, 5) == pytest.approx(0.75)
+    assert scheduled("cosine", 4e-3, 2e-3, 0, 1) == 4e-3  # one generation: the start value
+
+
+def test_warmup_ramps_from_a_nonzero_fraction():
+    vals = [scheduled("constant", 2.0, 0.0, t, 100, warmup=3) for t in range(5)]
+    assert vals == pytest.approx([0.5, 1.0, 1.5, 2.0, 2.0])
+    assert min(vals) > 0
     with pytest.raises(ValueError, match="allowed: cosine"):
         scheduled("exp", 1, 0, 0, 10)
 

@@ -42,8 +42,11 @@ def read_run(path: Path) -> dict:
             spent += sum(v for k, v in m.items() if k.startswith("time_"))
             played += int(m.get("episodes") or per_gen or 0)
             train_seconds[g + 1], episodes[g + 1] = spent, played
+    # reward/se: held-out (None at evaluations that played only the validation split);
+    # validation/validation_se: the validation split's figures where the run has one
     curve = [{"generation": m["generation"], "episodes": episodes.get(m["generation"], 0),
               "train_seconds": train_seconds.get(m["generation"], 0.0),
-              "reward": m["heldout_reward"], "se": m["heldout_reward_se"]}
+              "reward": m.get("heldout_reward"), "se": m.get("heldout_reward_se"),
+              "validation": m.get("validation_reward"), "validation_se": m.get("validation_reward_se")}
              for m in metrics if m.get("kind") == "eval"]
     return {"run_dir": str(path), "summary": summary, "curve": curve}

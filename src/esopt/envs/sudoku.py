@@ -222,47 +222,65 @@ def generate_puzzle(size: int, blanks: int, seed: int) -> Puzzle:
 
 
 class SudokuTasks:
-    """Deterministic, disjoint train and held-out puzzle sets.
+    """Deterministic, disjoint train, validation and held-out puzzle sets.
 
     ``heldout(n)`` is the first ``n`` distinct puzzles of a held-out seed
-    stream. ``train(n, key)`` draws from a stream seeded by ``(seed, key)`` and
-    never returns a puzzle whose grid is among the first ``heldout_reserve``
-    held-out puzzles.
+    stream. ``validation(n)`` is the first ``n`` distinct puzzles of a
+    validation stream that are not among the first ``heldout_reserve``
+    held-out puzzles. ``train(n, key)`` draws from a stream seeded by
+    ``(seed, key)`` and never returns a puzzle whose grid is among the first
+    ``heldout_reserve`` held-out or the first ``validation_reserve``
+    validation puzzles. With ``validation_reserve=0`` (no validation split)
+    training draws are exactly those of a pool without one.
     """
 
-    def __init__(self, size: int, blanks: int, seed: int = 0, heldout_reserve: int = 256):
+    def __init__(self, size: int, blanks: int, seed: int = 0, heldout_reserve: int = 256, validation_reserve: int = 0):
         self.size = _check_size(size)
         self.blanks = _check_blanks(size, blanks)
         self.seed = seed
-        if heldout_reserve < 0:
-            raise ValueError(f"heldout_reserve must be >= 0, got heldout_reserve={heldout_reserve!r}")
+        for name, value in (("heldout_reserve", heldout_reserve), ("validation_reserve", validation_reserve)):
+            if value < 0:
+                raise ValueError(f"{name} must be >= 0, got {name}={value!r}")
         self.heldout_reserve = heldout_reserve
-        self._heldout: list[Puzzle] = []
-        self._heldout_grids: set[Grid] = set()
-        self._heldout_next = 0  # next index of the held-out seed stream
+        self.validation_reserve = validation_reserve
+        self._streams: dict[str, tuple[list[Puzzle], set[Grid], list[int]]] = {}
         self._reserved: frozenset[Grid] | None = None
 
     def _gen(self, *stream: object) -> Puzzle:
         return generate_puzzle(self.size, self.blanks, derive_seed("sudoku-tasks", self.seed, *stream))
 
+    def _first(self, stream: str, n: int, exclude: frozenset[Grid] = frozenset()) -> list[Puzzle]:
+        """First ``n`` distinct puzzles of a named seed stream, skipping ``exclude`` (same list every call)."""
+        found, grids, nxt = self._streams.setdefault(stream, ([], set(), [0]))
+        budget = 50 * n + 1000
+        while len(found) < n:
+            if nxt[0] >= budget:
+                raise RuntimeError(f"only {len(found)} distinct {stream} puzzles found, {n} requested")
+            puzzle = self._gen(stream, nxt[0])
+            nxt[0] += 1
+            if puzzle.grid not in grids and puzzle.grid not in exclude:
+                grids.add(puzzle.grid)
+                found.append(puzzle)
+        return found[:n]
+
     def heldout(self, n: int) -> list[Puzzle]:
         """First ``n`` distinct puzzles of the held-out stream (same list every call)."""
-        budget = 50 * n + 1000
-        while len(self._heldout) < n:
-            if self._heldout_next >= budget:
-                raise RuntimeError(f"only {len(self._heldout)} distinct held-out puzzles found, {n} requested")
-            puzzle = self._gen("heldout", self._heldout_next)
-            self._heldout_next += 1
-            if puzzle.grid not in self._heldout_grids:
-                self._heldout_grids.add(puzzle.grid)
-                self._heldout.append(puzzle)
-        return self._heldout[:n]
+        return self._first("heldout", n)
+
+    def validation(self, n: int) -> list[Puzzle]:
+        """First ``n`` distinct validation puzzles: never held-out (reserve) nor training puzzles."""
+        if n > self.validation_reserve:
+            raise ValueError(f"validation({n}) needs validation_reserve >= {n}, got {self.validation_reserve}")
+        return self._first("validation", n, frozenset(p.grid for p in self.heldout(self.heldout_reserve)))
 
     @property
     def reserved_grids(self) -> frozenset[Grid]:
         """Grids that training sets never contain."""
         if self._reserved is None:
-            self._reserved = frozenset(p.grid for p in self.heldout(self.heldout_reserve))
+            grids = {p.grid for p in self.heldout(self.heldout_reserve)}
+            if self.validation_reserve:
+                grids |= {p.grid for p in self.validation(self.validation_reserve)}
+            self._reserved = frozenset(grids)
         return self._reserved
 
     def train(self, n: int, key: object) -> list[Puzzle]:

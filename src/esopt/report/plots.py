@@ -91,18 +91,25 @@ def rewards(run: RunData) -> Plot:
 
 
 def heldout(run: RunData) -> Plot:
-    title = "Held-out evaluation"
+    title = "Held-out and validation evaluation"
     gens, rew = _series(run.evals, "heldout_reward")
-    if not gens:
+    vgens, vrew = _series(run.evals, "validation_reward")
+    if not gens and not vgens:
         return Plot("heldout", title, None, "no held-out evaluation yet")
     fig, (ax,) = _figure()
-    _, se = _series([e for e in run.evals if _num(e.get("heldout_reward"))], "heldout_reward_se")
-    ax.errorbar(gens, rew, yerr=se if len(se) == len(gens) else None, fmt="o-", capsize=4, label="reward ± SE")
-    gs, solved = _series(run.evals, "heldout_solved")
-    if gs:
-        ax.plot(gs, solved, "s--", color="C2", label="solved rate")
+    if gens:
+        _, se = _series([e for e in run.evals if _num(e.get("heldout_reward"))], "heldout_reward_se")
+        ax.errorbar(gens, rew, yerr=se if len(se) == len(gens) else None, fmt="o-", capsize=4,
+                    label="held-out reward ± SE")
+        gs, solved = _series(run.evals, "heldout_solved")
+        if gs:
+            ax.plot(gs, solved, "s--", color="C2", label="held-out solved rate")
+    if vgens:  # the centre's progress during the run (held-out is played only at the start and the end)
+        _, vse = _series([e for e in run.evals if _num(e.get("validation_reward"))], "validation_reward_se")
+        ax.errorbar(vgens, vrew, yerr=vse if len(vse) == len(vgens) else None, fmt="^-", capsize=4, color="C1",
+                    label="validation reward ± SE")
     ax.set_xlabel("generations trained")
-    ax.set_ylabel("held-out")
+    ax.set_ylabel("reward of the unperturbed weights")
     _int_ticks(ax)
     ax.legend(fontsize=8)
     return Plot("heldout", title, _png(fig))

@@ -104,8 +104,9 @@ class GRPOTrainer:
                          "model": self.cfg.model})
 
     # --------------------------------------------------------------- evaluation
-    def evaluate(self, generation: int) -> dict:
-        return record_eval(self.run, self.policy, self.tasks, self.cfg, generation, self.log, unit="GRPO steps")
+    def evaluate(self, generation: int, boundary: bool = True) -> dict:
+        return record_eval(self.run, self.policy, self.tasks, self.cfg, generation, self.log, unit="GRPO steps",
+                           boundary=boundary)
 
     # -------------------------------------------------------------------- step
     def play(self, t: int, on_turn=None):

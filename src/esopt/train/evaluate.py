@@ -27,21 +27,34 @@ def mean_se(values: list[float]) -> tuple[float, float]:
 
 
 def summarize(episodes: list[dict]) -> dict:
-    """Held-out figures from episode records (Episode.to_json() dicts)."""
-    rewards = [ep["reward"] for ep in episodes]
-    mean, se = mean_se(rewards)
+    """Evaluation figures from episode records (Episode.to_json() dicts).
+
+    Episodes of the same task (tasks.heldout_repeats > 1) are averaged first:
+    `per_task` holds one mean per task, in order of first appearance, and the
+    standard error is over those task means (repeats of one puzzle are not
+    independent samples of the task distribution).
+    """
+    by_task: dict[str, list[float]] = {}
+    for k, ep in enumerate(episodes):
+        by_task.setdefault(str(ep.get("task", k)), []).append(ep["reward"])
+    per_task = [sum(v) / len(v) for v in by_task.values()]
+    mean, se = mean_se(per_task)
     return {
-        "reward": mean,
+        "reward": sum(ep["reward"] for ep in episodes) / len(episodes),
         "reward_se": se,
         "solved": sum(ep["solved"] for ep in episodes) / len(episodes),
         "errors": sum(ep["error"] is not None for ep in episodes),
         "n": len(episodes),
-        "per_task": rewards,
+        "tasks": len(per_task),
+        "per_task": per_task,
     }
 
 
-def evaluate(policy, tasks, cfg, seed: int = 0) -> tuple[dict, list]:
-    envs, ids, obs = tasks.heldout()
+def evaluate(policy, tasks, cfg, seed: int = 0, split: str = "heldout") -> tuple[dict, list]:
+    """Play the split's tasks with the current weights; (figures, episode records)."""
+    if split not in ("heldout", "validation"):
+        raise ValueError(f"unknown task split {split!r}; allowed: heldout, validation")
+    envs, ids, obs = getattr(tasks, split)()
     t0 = time.time()
     episodes = [ep.to_json() for ep in run_episodes(policy, envs, ids, obs, cfg, seed)]
     stats = summarize(episodes)
@@ -50,7 +63,8 @@ def evaluate(policy, tasks, cfg, seed: int = 0) -> tuple[dict, list]:
 
 
 def paired_difference(after: list[float], before: list[float]) -> tuple[float, float]:
-    """Mean and standard error of the per-task difference (same tasks, same order)."""
+    """Mean and standard error of the per-task difference (same tasks, same order; per-task
+    means when tasks repeat, so the SE counts each task once)."""
     if len(after) != len(before):
         raise ValueError(f"paired difference needs the same tasks: {len(after)} vs {len(before)} episodes")
     return mean_se([a - b for a, b in zip(after, before)])

@@ -17,7 +17,7 @@ def train_loop(trainer, start: int, total: int, bar, describe: Callable[[int, di
     every = trainer.cfg.eval.every
     evals = {}
     if start == 0 and trainer.cfg.eval.at_start:
-        evals[0] = trainer.evaluate(0)
+        evals[0] = trainer.evaluate(0, boundary=True)
     try:
         for t in range(start, total):
             t0 = time.time()
@@ -28,10 +28,10 @@ def train_loop(trainer, start: int, total: int, bar, describe: Callable[[int, di
                 if checkpoint is not None and checkpoint_every and done % checkpoint_every == 0:
                     checkpoint(done)
                 if every and done % every == 0:
-                    evals[done] = trainer.evaluate(done)
+                    evals[done] = trainer.evaluate(done, boundary=False)
     finally:
         bar.close()
     if checkpoint is not None:
         checkpoint(total)
-    evals[total] = trainer.evaluate(total)
+    evals[total] = trainer.evaluate(total, boundary=True)
     return trainer.finish(evals)

@@ -8,32 +8,67 @@ from .evaluate import evaluate, paired_difference, summarize
 from .rundir import RunDir
 
 
-def record_eval(run: RunDir, policy, tasks, cfg, generation: int, log=print, unit: str = "generations") -> dict:
-    """Held-out evaluation after `generation` updates: trajectories, metrics line and log line."""
-    stats, episodes = evaluate(policy, tasks, cfg, seed=derive_seed("eval", cfg.run.seed))
-    run.write_trajectories(f"eval_gen{generation:04d}", [{"generation": generation, **ep} for ep in episodes])
-    run.log({"kind": "eval", "generation": generation, **{f"heldout_{k}": v for k, v in stats.items() if k != "per_task"}})
-    log(f"[esopt] held-out after {generation} {unit}: reward {stats['reward']:.3f} ± {stats['reward_se']:.3f} "
-        f"(solved {stats['solved']:.3f}, n={stats['n']}, {stats['seconds']:.0f}s)")
-    return stats
+def eval_splits(cfg, boundary: bool) -> list[str]:
+    """The splits one evaluation plays. Without a validation split: held-out, always. With one:
+    validation always, held-out only at the run's boundaries (before training, at the end), so
+    nothing chosen during a run looks at held-out figures."""
+    if not cfg.tasks.validation:
+        return ["heldout"]
+    return ["validation", "heldout"] if boundary else ["validation"]
 
 
-def load_eval(run: RunDir, generation: int):
+TRAJECTORY_PREFIX = {"heldout": "eval", "validation": "val"}  # trajectories/<prefix>_genNNNN.jsonl
+
+
+def record_eval(run: RunDir, policy, tasks, cfg, generation: int, log=print, unit: str = "generations",
+                boundary: bool = True) -> dict:
+    """Evaluation after `generation` updates, with the unperturbed weights: per split (eval_splits)
+    the trajectories and a log line, and one metrics line (heldout_* and validation_* keys).
+    Returns {split: figures}."""
+    line: dict = {"kind": "eval", "generation": generation}
+    out = {}
+    for split in eval_splits(cfg, boundary):
+        stats, episodes = evaluate(policy, tasks, cfg, seed=derive_seed("eval", cfg.run.seed), split=split)
+        run.write_trajectories(f"{TRAJECTORY_PREFIX[split]}_gen{generation:04d}",
+                               [{"generation": generation, **ep} for ep in episodes])
+        line.update({f"{split}_{k}": v for k, v in stats.items() if k != "per_task"})
+        name = "held-out" if split == "heldout" else split
+        log(f"[esopt] {name} after {generation} {unit}: reward {stats['reward']:.3f} ± {stats['reward_se']:.3f} "
+            f"(solved {stats['solved']:.3f}, n={stats['n']}, {stats['seconds']:.0f}s)")
+        out[split] = stats
+    run.log(line)
+    return out
+
+
+def load_eval(run: RunDir, generation: int, split: str = "heldout"):
     """The figures of an earlier evaluation, from its recorded episodes (after a resume)."""
-    episodes = run.read_trajectories(f"eval_gen{generation:04d}")
+    episodes = run.read_trajectories(f"{TRAJECTORY_PREFIX[split]}_gen{generation:04d}")
     return summarize(episodes) if episodes else None
 
 
-def finish_run(run: RunDir, model, evals: dict, generations: int, log=print, **extra) -> dict:
-    """Write summary.json from the evaluations {generation: stats}, close the run, refresh its report."""
-    final = evals[generations]
-    summary = {"run_dir": str(run.path), **extra, "generations": generations, "weights_hash": weights_hash(model),
-               "final": {k: v for k, v in final.items() if k != "per_task"}}
-    base = evals.get(0) or load_eval(run, 0)
+def _paired(final: dict, base: dict | None) -> dict:
+    out = {"final": {k: v for k, v in final.items() if k != "per_task"}}
     if base is not None:
         diff, se = paired_difference(final["per_task"], base["per_task"])
-        summary["base"] = {k: v for k, v in base.items() if k != "per_task"}
-        summary["improvement"] = {"mean": diff, "se": se}
+        out["base"] = {k: v for k, v in base.items() if k != "per_task"}
+        out["improvement"] = {"mean": diff, "se": se}
+    return out
+
+
+def finish_run(run: RunDir, model, evals: dict, generations: int, log=print, **extra) -> dict:
+    """Write summary.json from the evaluations {generation: {split: figures}}, close the run,
+    refresh its report. Top-level final/base/improvement are held-out figures; a run with a
+    validation split also gets them for validation under "validation"."""
+    summary = {"run_dir": str(run.path), **extra, "generations": generations, "weights_hash": weights_hash(model)}
+    for split in ("heldout", "validation"):
+        final = evals[generations].get(split)
+        if final is None:
+            continue
+        figures = _paired(final, (evals.get(0) or {}).get(split) or load_eval(run, 0, split))
+        if split == "heldout":
+            summary.update(figures)
+        else:
+            summary["validation"] = figures
     run.write_json("summary.json", summary)
     run.close()
     from ..report import refresh_report

@@ -1,4 +1,4 @@
-"""Task sources: deterministic training batches and a fixed held-out set per env."""
+"""Task sources: deterministic training batches, and fixed validation and held-out sets per env."""
 from __future__ import annotations
 
 from ..envs import make
@@ -15,7 +15,8 @@ class TaskSource:
         if env_cfg.id != "sudoku":
             raise ValueError(f"env.id={env_cfg.id!r} has no task source yet; available: sudoku")
         self.pool = SudokuTasks(env_cfg.size, env_cfg.blanks, seed=derive_seed("tasks", run_seed),
-                                heldout_reserve=max(256, tasks_cfg.heldout))
+                                heldout_reserve=max(256, tasks_cfg.heldout),
+                                validation_reserve=max(256, tasks_cfg.validation) if tasks_cfg.validation else 0)
 
     def _envs(self, puzzles):
         envs, obs, ids = [], [], []
@@ -36,3 +37,7 @@ class TaskSource:
     def heldout(self):
         puzzles = self.pool.heldout(self.tasks_cfg.heldout) * self.tasks_cfg.heldout_repeats
         return self._envs(puzzles)
+
+    def validation(self):
+        """The validation puzzles (tasks.validation of them; none without a validation split)."""
+        return self._envs(self.pool.validation(self.tasks_cfg.validation) * self.tasks_cfg.heldout_repeats)

@@ -63,8 +63,8 @@ class Trainer:
         return done
 
     # --------------------------------------------------------------- evaluation
-    def evaluate(self, generation: int) -> dict:
-        return record_eval(self.run, self.policy, self.tasks, self.cfg, generation, self.log)
+    def evaluate(self, generation: int, boundary: bool = True) -> dict:
+        return record_eval(self.run, self.policy, self.tasks, self.cfg, generation, self.log, boundary=boundary)
 
     # --------------------------------------------------------------- generation
     def play_member(self, m, sigma: float, t: int, times: dict, progress=None):
