@@ -85,26 +85,7 @@ def test_memory_bench_rejects_unknown_task(tmp_path):
         memory("configs/demo.yaml", TINY_OVERRIDES, str(tmp_path / "m.json"), tasks=["9x9-h99"])
 
 
-def test_compare_bench_es_vs_grpo_equal_episodes(esopt_cache, tmp_path, capsys):
-    from esopt.bench.compare import main as compare
-
-    out = tmp_path / "compare.json"
-    over = TINY_OVERRIDES + ["es.generations=2", "es.population=2", "es.episodes_per_member=2", "eval.every=1",
-                             "grpo.micro_batch=4"]
-    res = compare("configs/demo.yaml", over, str(out), seeds=[3])
-    data = json.loads(out.read_text())
-    es, grpo = data["runs"]["es"], data["runs"]["grpo"]
-    assert [r["seed"] for r in es] == [3] and len(grpo) == 1
-    for runs in (es, grpo):
-        assert [p["episodes"] for p in runs[0]["curve"]] == [0, 4, 8]  # equal episodes at every evaluation
-        assert runs[0]["curve"][-1]["train_seconds"] > runs[0]["curve"][1]["train_seconds"] > 0
-    assert es[0]["curve"][0]["reward"] == grpo[0]["curve"][0]["reward"]  # same base model, same held-out puzzles
-    t = data["table"]
-    assert res["es_minus_grpo_heldout"] == t["es"]["final_mean"] - t["grpo"]["final_mean"]
-    assert (tmp_path / "compare.png").stat().st_size > 0
-    assert capsys.readouterr().out.strip().splitlines()[-1].startswith("RESULT es_minus_grpo_heldout=")
-    # a second call reads the finished runs back instead of training again
-    assert compare("configs/demo.yaml", over, str(out), seeds=[3]) == res
+# bench compare and bench horizon: tests/bench/test_compare_horizon.py
 
 
 def test_population_bench_table(esopt_cache, tmp_path):

@@ -137,7 +137,10 @@ def cmd_bench(a) -> int:
     elif a.name == "compare":
         from .bench.compare import main
 
-        main(config, overrides, a.out or "bench-results/compare.json", _ints(a.seeds or "0,1,2", "--seeds"))
+        main(config, overrides, a.out or "bench-results/compare.json", _ints(a.seeds or "0,1,2", "--seeds"),
+             grpo_lrs=_floats(a.grpo_lrs, "--grpo-lrs") if a.grpo_lrs else None,
+             es_sigmas=_floats(a.es_sigmas, "--es-sigmas") if a.es_sigmas else None,
+             tune_seeds=_ints(a.tune_seeds, "--tune-seeds") if a.tune_seeds else None)
     elif a.name == "population":
         from .bench.population import main
 
@@ -155,6 +158,15 @@ def cmd_bench(a) -> int:
         cfg = load_config(config, overrides)
         main(cfg.model, a.out or "bench-results/perturb.json", max(a.repeats or 3, 1), cfg.es.sigma.start,
              cfg.es.table_size, cfg.runtime.threads)
+    elif a.name == "precision":
+        from .bench.precision import main
+
+        main(config, overrides, a.out or "bench-results/precision.json")
+    elif a.name == "horizon":
+        from .bench.horizon import main
+
+        main(config, overrides, a.out or "bench-results/horizon.json", _ints(a.seeds or "0,1", "--seeds"),
+             tasks=a.tasks.split(",") if a.tasks else None, grpo_lr=a.grpo_lr)
     return 0
 
 
@@ -163,6 +175,13 @@ def _ints(text: str, flag: str) -> list[int]:
         return [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise SystemExit(f"esopt: error: {flag} takes comma-separated integers, got {text!r}") from None
+
+
+def _floats(text: str, flag: str) -> list[float]:
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise SystemExit(f"esopt: error: {flag} takes comma-separated numbers, got {text!r}") from None
 
 
 def cmd_report(a) -> int:
@@ -199,14 +218,25 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("out_dir")
     x.set_defaults(func=cmd_export)
     b = sub.add_parser("bench", help="benchmarks (print RESULT lines, write JSON)")
-    b.add_argument("name", choices=["es-memory", "memory", "perturb", "throughput", "compare", "population"])
+    b.add_argument("name", choices=["es-memory", "memory", "perturb", "throughput", "compare", "population",
+                                    "precision", "horizon"])
     b.add_argument("args", nargs="*", metavar="CONFIG_OR_OVERRIDE")
     b.add_argument("--out", help="JSON output path")
     b.add_argument("--repeats", type=int, default=None,
                    help="es-memory (default 3) / memory (default 1): fresh-process runs of each phase; "
                         "perturb (default 3): timed rounds; medians are compared")
-    b.add_argument("--tasks", help="memory: comma-separated subset of 4x4-demo,9x9-h5,9x9-h10,9x9-h15 (default: all)")
-    b.add_argument("--seeds", help="compare: comma-separated run seeds (default 0,1,2)")
+    b.add_argument("--tasks", help="memory: comma-separated subset of 4x4-demo,9x9-h5,9x9-h10,9x9-h15 (default: all); "
+                                   "horizon: horizons as 4x4-bN / 9x9-hN, N blanks and 3N turns "
+                                   "(default 4x4-b2,4x4-b4,4x4-b6; the paper's: 9x9-h5,9x9-h10,9x9-h15)")
+    b.add_argument("--seeds", help="compare: run seeds of the final runs of each method's chosen setting "
+                                   "(default 0,1,2); horizon: run seeds (default 0,1)")
+    b.add_argument("--grpo-lrs", help="compare: GRPO learning rates swept (default 1e-6,1e-5,1e-4)")
+    b.add_argument("--es-sigmas", help="compare: ES sigma.start values swept, sigma.end scaled alike "
+                                       "(default: the config's sigma x 0.5,1,2); as many as --grpo-lrs")
+    b.add_argument("--tune-seeds", help="compare: run seeds of the sweep, chosen on validation (default: the first of "
+                                        "--seeds)")
+    b.add_argument("--grpo-lr", type=float, default=None,
+                   help="horizon: GRPO learning rate (default: grpo_best_lr of compare.json beside --out, else 1e-5)")
     b.add_argument("--models", help="population: comma-separated backbones, weaker first (aliases, folders, exports)")
     b.add_argument("--populations", help="population: comma-separated population sizes (default 8,16)")
     b.add_argument("--seed", type=int, default=0, help="population: run seed")

@@ -45,6 +45,10 @@ class ESConfig(Strict):
     # frozen, or full-rank Gaussian noise applied per member (members then decode one after another)
     lowrank_others: Literal["frozen", "full"] = "frozen"
     kernels: Literal["auto", "numba", "torch"] = "auto"  # full-rank perturb/restore: auto = numba with es.noise=table
+    # how the update enters bfloat16/float16 weights (float32 weights are unaffected): compensated
+    # (a bf16 buffer in host memory keeps what rounding left out), stochastic (unbiased, noisy, no
+    # memory) or nearest (rounds most of a small update away); docs/method.md
+    update_rounding: Literal["compensated", "stochastic", "nearest"] = "compensated"
 
 
 class GRPOConfig(Strict):

@@ -28,14 +28,19 @@ def make_trainer(cfg, run=None):
     return tr
 
 
-def test_resume_equivalence(tiny_cfg):
-    full = make_trainer(tiny_cfg("run.name=full"))
+@pytest.mark.parametrize("precision", [[], ["runtime.dtype=bfloat16"],
+                                       ["runtime.dtype=bfloat16", "es.update_rounding=stochastic"]],
+                         ids=["float32", "bf16-compensated", "bf16-stochastic"])
+def test_resume_equivalence(tiny_cfg, precision):
+    """A run stopped between generations and resumed reaches the uninterrupted run's weights; in
+    bf16 the resumed run rebuilds the compensation buffers (or rounding draws) by replay."""
+    full = make_trainer(tiny_cfg("run.name=full", *precision))
     base_hash = weights_hash(full.model)
     full.train()
     want = weights_hash(full.model)
     assert want != base_hash  # updates really happened
 
-    cfg = tiny_cfg("run.name=killed")
+    cfg = tiny_cfg("run.name=killed", *precision)
     first = make_trainer(cfg)
     first.evaluate(0)
     first.generation(0)

@@ -8,6 +8,8 @@ from .perturb import Perturber
 
 def make_perturber(model, es_cfg):
     if es_cfg.noise == "lowrank":
-        return LowRankPerturber(model, es_cfg.rank, es_cfg.scope, es_cfg.lowrank_others, make_noise("gaussian"))
+        return LowRankPerturber(model, es_cfg.rank, es_cfg.scope, es_cfg.lowrank_others, make_noise("gaussian"),
+                                rounding=es_cfg.update_rounding)
     fused = es_cfg.kernels == "numba" or (es_cfg.kernels == "auto" and es_cfg.noise == "table")
-    return Perturber(model, es_cfg.scope, make_noise(es_cfg.noise, es_cfg.table_size), fused=fused)
+    return Perturber(model, es_cfg.scope, make_noise(es_cfg.noise, es_cfg.table_size), fused=fused,
+                     rounding=es_cfg.update_rounding)

@@ -9,7 +9,7 @@ reads w and eps from memory once and writes w once.
 
 They compute exactly what the torch path computes, element by element:
 d = fp32(scale) * eps, w' = w + d (separate float32 multiply and add, no FMA),
-and an element is lost when w' - d != w. Results therefore do not depend on
+and an element is lost when the bits of w' - d differ from w's (so -0.0 is kept). Results therefore do not depend on
 which path ran or on the thread count. Other dtypes and devices use torch.
 """
 from __future__ import annotations
@@ -38,16 +38,21 @@ def _kernels():
 
 
 def _build():  # pragma: no cover - the bodies are compiled by numba
+    import math
+
     from numba import njit, prange
 
     # Serial inner loops over one block's slices: simple enough for LLVM to vectorise
     # (indexing into the whole array from inside prange was not, and ran 3x slower).
     @njit(cache=True)
     def mark(w, eps, s, lost):
+        # lost = the bits of (o + d) - d differ from o's: a float != alone would miss
+        # -0.0 coming back as +0.0, the one pair of equal floats with different bits
         for i in range(w.size):
             o = w[i]
             d = s * eps[i]
-            lost[i] = ((o + d) - d) != o
+            b = (o + d) - d
+            lost[i] = (b != o) | ((o == 0.0) & (math.copysign(1.0, b) != math.copysign(1.0, o)))
 
     @njit(cache=True)
     def collect(lost, w, idx, val, base):

@@ -26,13 +26,14 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
-from .noise import tensor_seed
+from .noise import stream_key
 from .perturb import Perturber, merge_seeds, select_parameters
+from .rounding import LOW_PRECISION, add_update, rounding_key
 
 
 class LowRankPerturber:
     def __init__(self, model: nn.Module, rank: int = 1, scope: str | list[str] = "all_linear", others: str = "frozen",
-                 others_noise=None):
+                 others_noise=None, rounding: str = "compensated"):
         if rank < 1:
             raise ValueError(f"es.rank must be >= 1, got {rank}")
         if others not in ("frozen", "full"):
@@ -52,13 +53,23 @@ class LowRankPerturber:
                      if isinstance(mod, nn.Embedding) and id(mod.weight) in side]
         # the in-scope tensors the side terms do not cover: full-rank noise of their own, or frozen
         rest = [name for name, p in selected if id(p) not in side]
-        self.others = Perturber(model, rest, others_noise, fused=False) if others == "full" and rest else None
+        self.others = (Perturber(model, rest, others_noise, fused=False, rounding=rounding)
+                       if others == "full" and rest else None)
+        self.rounding = rounding
+        self.compensation: dict[str, torch.Tensor] = {}  # es.update_rounding=compensated: bf16, CPU
         if self.others is not None:
             self.numel += self.others.numel
         self._cache_key, self._cache = None, []
 
+    def stream_keys(self, seed: int) -> list[int]:
+        """32-bit generator keys of this member's factor streams (and of the other tensors' noise)."""
+        keys = [stream_key(seed, f"{name}/lowrank{self.rank}") for name, _ in self.linears]
+        return keys + (self.others.stream_keys(seed) if self.others is not None else [])
+
     def describe(self) -> dict:
         out = {"kind": "lowrank", "rank": self.rank, "modules": len(self.linears)}
+        if any(mod.weight.dtype in LOW_PRECISION for _, mod in self.linears):
+            out["update_rounding"] = self.rounding
         if self.others is not None:
             out["others"] = {"tensors": len(self.others.params), "numel": self.others.numel, **self.others.describe()}
         return out
@@ -74,7 +85,7 @@ class LowRankPerturber:
 
     def factors(self, seed: int, name: str, out_f: int, in_f: int) -> tuple[torch.Tensor, torch.Tensor]:
         """(A: out x r, B: in x r), float32, CPU, reproducible from (seed, module name)."""
-        g = torch.Generator(device="cpu").manual_seed(tensor_seed(seed, f"{name}/lowrank{self.rank}"))
+        g = torch.Generator(device="cpu").manual_seed(stream_key(seed, f"{name}/lowrank{self.rank}"))
         a = torch.randn(out_f, self.rank, generator=g)
         b = torch.randn(in_f, self.rank, generator=g)
         return a, b
@@ -140,7 +151,16 @@ class LowRankPerturber:
             acc = torch.zeros(mod.out_features, mod.in_features, dtype=torch.float32)
             for s, c in merged.items():
                 acc.add_(self.delta(s, name, mod), alpha=c)
-            mod.weight.data.add_((acc * step).to(mod.weight.device, mod.weight.dtype))
+            w = mod.weight.data
+            if w.dtype in LOW_PRECISION and self.rounding != "nearest":
+                comp = None
+                if self.rounding == "compensated":
+                    if name not in self.compensation:
+                        self.compensation[name] = torch.zeros(w.numel(), dtype=torch.bfloat16)
+                    comp = self.compensation[name]
+                add_update(w.view(-1), acc.mul_(step).view(-1), self.rounding, rounding_key(seeds, name, 0), comp)
+            else:
+                w.add_((acc * step).to(w.device, w.dtype))
 
 
 def _make_hook(a, b, scale, row_member):

@@ -32,11 +32,21 @@ def tensor_seed(seed: int, name: str) -> int:
     return int.from_bytes(digest, "little") & ((1 << 63) - 1)
 
 
+def stream_key(seed: int, name: str) -> int:
+    """The seed a torch CPU generator really uses for this stream: its Mersenne Twister keeps only
+    the low 32 bits of manual_seed's argument, so the hash is folded to them here, openly.
+
+    With 2^32 keys, two streams of one generation could coincide (about 0.4 chance over a
+    100-generation run of a paper-size model); the strategy therefore redraws a member seed
+    whose keys collide with another stream of the same generation (Strategy.ask)."""
+    return tensor_seed(seed, name) & 0xFFFFFFFF
+
+
 class NoiseStream:
     """Draws the noise of one tensor chunk by chunk, in order."""
 
     def __init__(self, seed: int, name: str, numel: int):
-        self.generator = torch.Generator(device="cpu").manual_seed(tensor_seed(seed, name))
+        self.generator = torch.Generator(device="cpu").manual_seed(stream_key(seed, name))
         self.numel = numel
         self.offset = 0
 
@@ -58,6 +68,9 @@ class GaussianNoise:
 
     def stream(self, seed: int, name: str, numel: int) -> NoiseStream:
         return NoiseStream(seed, name, numel)
+
+    def stream_keys(self, seed: int, names: list[str]) -> list[int]:
+        return [stream_key(seed, n) for n in names]
 
     def describe(self) -> dict:
         return {"kind": self.kind, "chunk": CHUNK}

@@ -22,6 +22,18 @@ from torch import nn
 
 from . import kernels
 from .noise import CHUNK, GaussianNoise, chunk_slices
+from .rounding import LOW_PRECISION, ROUNDINGS, add_update, rounding_key
+
+# integer dtypes of the same width, to compare floats bit for bit (-0.0 vs +0.0)
+_BITS = {torch.float32: torch.int32, torch.bfloat16: torch.int16, torch.float16: torch.int16,
+         torch.float64: torch.int64}
+
+
+def bits_differ(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Elementwise: do a and b (same float dtype) differ in any bit? (-0.0 vs +0.0 does; NaN vs
+    the same NaN does not). A float != would miss the sign of zero."""
+    ints = _BITS[a.dtype]
+    return torch.ne(a.view(ints), b.view(ints), out=out)
 
 SCOPES = ("full", "all_linear")
 
@@ -96,10 +108,15 @@ class _Buffers:
 class Perturber:
     """perturb / restore / apply_update over a fixed set of parameters."""
 
-    def __init__(self, model: nn.Module, scope: str | list[str] = "full", noise=None, fused: bool = True):
+    def __init__(self, model: nn.Module, scope: str | list[str] = "full", noise=None, fused: bool = True,
+                 rounding: str = "compensated"):
+        if rounding not in ROUNDINGS:
+            raise ValueError(f"unknown es.update_rounding {rounding!r}; allowed: {', '.join(ROUNDINGS)}")
         self.model = model
         self.fused = fused  # float32 CPU chunks use the one-pass kernels (same bits as the torch path)
         self.noise = noise or GaussianNoise()
+        self.rounding = rounding  # how updates enter bf16/fp16 weights (float32 weights: plain adds)
+        self.compensation: dict[str, torch.Tensor] = {}  # es.update_rounding=compensated: bf16, CPU, per tensor
         self.params = select_parameters(model, scope)
         for _, p in self.params:
             if not p.is_contiguous():
@@ -113,7 +130,16 @@ class Perturber:
         return sum(p.numel() for _, p in self.params)
 
     def describe(self) -> dict:
-        return self.noise.describe()
+        out = self.noise.describe()
+        if any(p.dtype in LOW_PRECISION for _, p in self.params):
+            out["update_rounding"] = self.rounding
+        return out
+
+    def stream_keys(self, seed: int) -> list[int]:
+        """The 32-bit generator keys of this member's noise streams (one per tensor), for checking
+        that no two streams of a generation coincide; [] for noise without such keys (table)."""
+        keys = getattr(self.noise, "stream_keys", None)
+        return keys(seed, [name for name, _ in self.params]) if keys else []
 
     def _chunks(self, seed: int) -> Iterator[tuple[str, int, torch.Tensor, torch.Tensor]]:
         """(name, start, flat chunk view of the weights, fp32 noise) in stream order.
@@ -152,7 +178,7 @@ class Perturber:
             original = self._buf.get("original", n, dt, dev).copy_(chunk)
             chunk.add_(delta)
             back = torch.sub(chunk, delta, out=self._buf.get("back", n, dt, dev))
-            lost = torch.ne(back, original, out=self._buf.get("lost", n, torch.bool, dev))
+            lost = bits_differ(back, original, out=self._buf.get("lost", n, torch.bool, dev))
             if lost.any():
                 idx = lost.nonzero().view(-1)
                 corr = Correction(name, start, idx.to(torch.int32), original[idx])
@@ -189,8 +215,10 @@ class Perturber:
 
         Members sharing a seed (antithetic pairs) are merged first, so each
         distinct noise vector is drawn once; all seeds are drawn chunk by chunk
-        and summed in fp32, then added to the weights once per chunk.
+        and summed in fp32, then added to the weights once per chunk. bf16/fp16
+        chunks get the sum with stochastic rounding (es.update_rounding, es/rounding.py).
         """
+        seeds = [int(s) for s in seeds]
         merged = merge_seeds(seeds, coefficients)
         if not merged or alpha == 0.0:
             return
@@ -205,7 +233,15 @@ class Perturber:
                 for stream, c in streams:
                     acc.add_(torch.mul(stream.next_chunk(out=eps), c, out=eps))
                 chunk = flat[sl]
-                chunk.add_(self._delta(acc, step, chunk))
+                if chunk.dtype in LOW_PRECISION and self.rounding != "nearest":
+                    comp = None
+                    if self.rounding == "compensated":
+                        if name not in self.compensation:
+                            self.compensation[name] = torch.zeros(flat.numel(), dtype=torch.bfloat16)
+                        comp = self.compensation[name][sl]
+                    add_update(chunk, acc.mul_(step), self.rounding, rounding_key(seeds, name, sl.start), comp)
+                else:
+                    chunk.add_(self._delta(acc, step, chunk))
 
 
 def weights_hash(model: nn.Module) -> str:

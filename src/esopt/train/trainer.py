@@ -17,6 +17,7 @@ from tqdm import tqdm
 from ..config import Config
 from ..es.build import make_perturber
 from ..es.perturb import weights_hash
+from ..es.rounding import precision_check, precision_warnings
 from ..es.schedules import scheduled
 from ..es.strategy import Strategy
 from ..models import HFPolicy, load_model
@@ -44,12 +45,27 @@ class Trainer:
         self.model = model
         self.policy = HFPolicy(model, tokenizer, cfg.agent.batch_size)
         self.perturber = make_perturber(model, cfg.es)
+        self.warn_precision()
         self.strategy = Strategy(cfg.es.population, derive_seed("strategy", cfg.run.seed), cfg.es.antithetic, cfg.es.shaping)
         self.tasks = TaskSource(cfg.env, cfg.tasks, cfg.run.seed)
         self.history = run.history(meta={"model": cfg.model, "base_weights_hash": weights_hash(model),
                                           "scope_numel": self.perturber.numel,
                                           "noise": self.perturber.describe()})
         self.rollout_fn = run_episodes  # replaceable in tests
+
+    def warn_precision(self) -> list[str]:
+        """In bf16/fp16, say so at startup when the run's smallest sigma would leave most elements
+        unperturbed, or (with es.update_rounding=nearest) an update would be mostly rounded away."""
+        es = self.cfg.es
+        if es.noise == "lowrank" or self.cfg.runtime.dtype == "float32":
+            return []  # side terms are not rounded into the weights; float32 keeps both
+        sigma = min(v for v in (es.sigma.start, es.sigma.end) if v > 0)
+        alpha = min((v for v in (es.alpha.start, es.alpha.end) if v > 0), default=es.alpha.start)
+        check = precision_check(self.perturber.params, sigma, alpha, es.population, es.update_rounding)
+        lines = precision_warnings(check, self.cfg.runtime.dtype, sigma, alpha)
+        for line in lines:
+            self.log(line)
+        return lines
 
     # ------------------------------------------------------------------ resume
     def resume(self) -> int:
@@ -172,7 +188,7 @@ class Trainer:
     def generation(self, t: int, bar=None) -> dict:
         cfg = self.cfg
         sigma, alpha = schedule_values(cfg, t)
-        members = self.strategy.ask(t)
+        members = self.strategy.ask(t, self.perturber.stream_keys)
         times = {"perturb": 0.0, "rollout": 0.0, "restore": 0.0}
         tokens0 = self.policy.tokens_generated
         play = self.play_lowrank if cfg.es.noise == "lowrank" else self.play_sequential
