@@ -27,6 +27,11 @@ def main(argv: list[str]) -> int:
           f"greedy decoding, reward={cfg.env.reward}")
     print(f"[esopt] base {base['reward']:.4f} (solved {base['solved']:.3f}) -> ES {final['reward']:.4f} "
           f"(solved {final['solved']:.3f}); paired difference {imp['mean']:+.4f} ± {imp['se']:.4f} (SE)")
+    if "validation" in summary:  # the centre's progress, measured during the run on the validation split
+        curve = [(m["generation"], m["validation_reward"]) for m in run.metrics()
+                 if m.get("kind") == "eval" and "validation_reward" in m]
+        print(f"[esopt] validation reward after N generations ({cfg.tasks.validation} puzzles, disjoint from "
+              "training and held-out): " + ", ".join(f"N={g} {r:.3f}" for g, r in curve))
     print(f"[esopt] total {time.time() - t0:.0f}s; run folder {run.path}")
     report = default_report_path(run.path)
     if report.exists():  # written by the trainer at the end of the run

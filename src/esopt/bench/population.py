@@ -1,6 +1,8 @@
 """esopt bench population: vanilla ES (fixed sigma) with a small and a large
-population on a weaker and a stronger backbone; best and final held-out reward
-per run, in a table like the paper's (backbone x G, best / final).
+population on a weaker and a stronger backbone; best and final reward per run,
+in a table like the paper's (backbone x G, best / final): final is held-out;
+best is the best evaluation on the validation split when the runs have one
+(tasks.validation), else on held-out (as in earlier versions).
 
 A backbone is any model esopt loads: an alias, a Hugging Face folder, or an
 exported ES run (`esopt export RUN DIR`) as the stronger one.
@@ -29,10 +31,14 @@ def main(config: str, overrides: list[str], out: str, models: list[str], populat
         for g in populations:
             run = train_run(config, overrides + fixed + [f"model={model}", f"es.population={g}", f"run.seed={seed}"],
                             work, f"model{k}-G{g}")
-            rewards = [p["reward"] for p in run["curve"]]
-            table[model][str(g)] = {"base": rewards[0], "best": max(rewards[1:] or rewards), "final": rewards[-1],
+            rewards = [p["reward"] for p in run["curve"] if p["reward"] is not None]
+            # "best" over the evaluations: on the validation split when the runs have one (held-out is
+            # then played only at the start and the end, and a best-of on it would select on test data)
+            val = [p["validation"] for p in run["curve"] if p.get("validation") is not None]
+            best, best_on = (max(val[1:] or val), "validation") if val else (max(rewards[1:] or rewards), "heldout")
+            table[model][str(g)] = {"base": rewards[0], "best": best, "best_on": best_on, "final": rewards[-1],
                                     "curve": run["curve"], "run_dir": run["run_dir"]}
-            print(f"{model} G={g}: held-out base {rewards[0]:.4f}, best {table[model][str(g)]['best']:.4f}, "
+            print(f"{model} G={g}: held-out base {rewards[0]:.4f}, best ({best_on}) {best:.4f}, "
                   f"final {rewards[-1]:.4f}", flush=True)
     print("\n" + f"{'backbone':40s} " + " ".join(f"{'G=' + str(g) + ' best/final':>20s}" for g in populations))
     for model, row in table.items():

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,11 +66,20 @@ def _convert_gguf(alias: GGUFAlias, out: Path) -> None:
     model.load_state_dict(gguf_model.state_dict(), strict=False)
     model.tie_weights()
     del gguf_model
-    tmp = out.with_name(out.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp)
-    tok.save_pretrained(tmp)
-    os.replace(tmp, out)
+    # a temporary folder of this writer's own: two processes converting at once (two runs started
+    # together on a fresh machine) must not write into or rename each other's folder
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
+    try:
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        try:
+            os.replace(tmp, out)
+        except OSError:
+            if not (out / "config.json").exists():
+                raise
+            # another process finished the same conversion first: keep its folder
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def resolve_model(name: str) -> str:
