@@ -39,6 +39,7 @@ def esopt_cache(tmp_path_factory):
 TINY_OVERRIDES = [
     "model=tiny-llama", "es.generations=3", "es.population=4", "es.episodes_per_member=3", "tasks.heldout=3",
     "agent.max_new_tokens=4", "agent.examples=[]", "eval.at_start=true", "runtime.threads=1",
+    "tasks.validation=0", "eval.every=0",  # configs/demo.yaml's validation curve, off in quick tests
 ]
 
 

@@ -211,7 +211,8 @@ def test_horizon_drops_and_overrides_canned(monkeypatch, tmp_path, capsys):
             "grpo.puzzles_per_step=2", "run.seed=1", "algo=grpo"} <= set(b6)
     es = by_name["4x4-b2-es-sigma0.004-seed0"]
     assert {"env.blanks=2", "env.max_turns=6", "algo=es"} <= set(es) and not any("grpo.lr" in o for o in es)
-    assert not any(o.startswith("tasks.validation") for _, ov in calls for o in ov)  # only if the config sets it
+    # horizon adds no validation split of its own (the only one is TINY's tasks.validation=0)
+    assert all([o for o in ov if o.startswith("tasks.validation")] == ["tasks.validation=0"] for _, ov in calls)
     assert (tmp_path / "horizon.png").stat().st_size > 0
     assert "GRPO lr 0.0001 (grpo_best_lr of" in capsys.readouterr().out
     # no compare.json: 1e-5, said so

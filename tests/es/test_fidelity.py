@@ -230,3 +230,17 @@ def test_perturbers_report_their_stream_keys(tiny_model):
     assert Perturber(tiny_model, noise=noise_mod.TableNoise(1 << 22)).stream_keys(7) == []
     lr = LowRankPerturber(tiny_model, rank=1, scope="full", others="full", others_noise=GaussianNoise())
     assert len(lr.stream_keys(7)) == len(lr.linears) + len(lr.others.params)
+
+
+def test_trainer_warns_at_startup_when_bf16_rounds_sigma_away(tiny_cfg):
+    from esopt.train.rundir import RunDir
+    from esopt.train.trainer import Trainer
+
+    logged = []
+    cfg = tiny_cfg("runtime.dtype=bfloat16", "es.sigma.start=1e-6", "es.sigma.end=1e-6", "run.name=warn")
+    Trainer(cfg, RunDir.create(cfg), log=logged.append)
+    assert any("sigma 1e-06 changes only" in line for line in logged), logged
+    logged.clear()
+    cfg32 = tiny_cfg("es.sigma.start=1e-6", "es.sigma.end=1e-6", "run.name=warn32")
+    Trainer(cfg32, RunDir.create(cfg32), log=logged.append)
+    assert not any("warning" in line for line in logged)

@@ -105,7 +105,7 @@ def precision_check(params, sigma: float, alpha: float, population: int, roundin
             continue
         flat = p.detach().reshape(-1)
         idx = torch.randint(0, flat.numel(), (min(sample, flat.numel()),), generator=gen)
-        w = flat[idx].cpu()
+        w = flat[idx.to(flat.device)].cpu()
         eps = torch.randn(w.numel(), generator=gen)
         n = w.numel()
         changed_p += changed_share(w, sigma * eps) * n
