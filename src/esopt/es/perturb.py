@@ -216,7 +216,7 @@ class Perturber:
         Members sharing a seed (antithetic pairs) are merged first, so each
         distinct noise vector is drawn once; all seeds are drawn chunk by chunk
         and summed in fp32, then added to the weights once per chunk. bf16/fp16
-        chunks get the sum with stochastic rounding (es.update_rounding, es/rounding.py).
+        chunks take it as es.update_rounding says (compensated by default; es/rounding.py).
         """
         seeds = [int(s) for s in seeds]
         merged = merge_seeds(seeds, coefficients)
