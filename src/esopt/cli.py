@@ -140,7 +140,7 @@ def cmd_bench(a) -> int:
         main(config, overrides, a.out or "bench-results/compare.json", _ints(a.seeds or "0,1,2", "--seeds"),
              grpo_lrs=_floats(a.grpo_lrs, "--grpo-lrs") if a.grpo_lrs else None,
              es_sigmas=_floats(a.es_sigmas, "--es-sigmas") if a.es_sigmas else None,
-             tune_seeds=_ints(a.tune_seeds, "--tune-seeds") if a.tune_seeds else None)
+             tune_seeds=_ints(a.tune_seeds, "--tune-seeds") if a.tune_seeds else None, jobs=a.jobs)
     elif a.name == "population":
         from .bench.population import main
 
@@ -166,7 +166,8 @@ def cmd_bench(a) -> int:
         from .bench.horizon import main
 
         main(config, overrides, a.out or "bench-results/horizon.json", _ints(a.seeds or "0,1", "--seeds"),
-             tasks=a.tasks.split(",") if a.tasks else None, grpo_lr=a.grpo_lr)
+             tasks=a.tasks.split(",") if a.tasks else None, grpo_lr=a.grpo_lr, jobs=a.jobs,
+             es_sigma=a.es_sigma)
     return 0
 
 
@@ -237,6 +238,12 @@ def build_parser() -> argparse.ArgumentParser:
                                         "--seeds)")
     b.add_argument("--grpo-lr", type=float, default=None,
                    help="horizon: GRPO learning rate (default: grpo_best_lr of compare.json beside --out, else 1e-5)")
+    b.add_argument("--es-sigma", type=float, default=None,
+                   help="horizon: ES sigma.start, sigma.end scaled alike (default: es_best_sigma of compare.json "
+                        "beside --out, else the config's)")
+    b.add_argument("--jobs", type=int, default=1,
+                   help="compare, horizon: training runs side by side (default 1; seconds are then shared-machine "
+                        "figures; give each run its share of the cores with runtime.threads)")
     b.add_argument("--models", help="population: comma-separated backbones, weaker first (aliases, folders, exports)")
     b.add_argument("--populations", help="population: comma-separated population sizes (default 8,16)")
     b.add_argument("--seed", type=int, default=0, help="population: run seed")

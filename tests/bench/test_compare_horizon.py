@@ -194,7 +194,8 @@ def test_horizon_drops_and_overrides_canned(monkeypatch, tmp_path, capsys):
 
     monkeypatch.setattr(horizon, "train_run", fake)
     (tmp_path / "compare.json").write_text(json.dumps({"config": "configs/demo.yaml", "overrides": [],
-                                                       "results": {"grpo_best_lr": 1e-4}}))
+                                                       "results": {"grpo_best_lr": 1e-4,
+                                                                   "es_best_sigma": 0.008}}))
     out = tmp_path / "horizon.json"
     res = horizon.main("configs/demo.yaml", TINY, str(out), seeds=[0, 1], tasks=["4x4-b6", "4x4-b2", "4x4-b4"])
     assert res["es_drop_short_to_long"] == pytest.approx(0.3)
@@ -209,12 +210,14 @@ def test_horizon_drops_and_overrides_canned(monkeypatch, tmp_path, capsys):
     b6 = by_name["4x4-b6-grpo-lr0.0001-seed1"]
     assert {"env.blanks=6", "env.max_turns=18", "grpo.lr=0.0001", "grpo.steps=1", "grpo.group_size=2",
             "grpo.puzzles_per_step=2", "run.seed=1", "algo=grpo"} <= set(b6)
-    es = by_name["4x4-b2-es-sigma0.004-seed0"]
-    assert {"env.blanks=2", "env.max_turns=6", "algo=es"} <= set(es) and not any("grpo.lr" in o for o in es)
+    es = by_name["4x4-b2-es-sigma0.008-seed0"]  # compare's tuned sigma, sigma.end scaled alike (demo: 4e-3 -> 2e-3)
+    assert {"env.blanks=2", "env.max_turns=6", "algo=es", "es.sigma.start=0.008", "es.sigma.end=0.004"} <= set(es)
+    assert not any("grpo.lr" in o for o in es)
     # horizon adds no validation split of its own (the only one is TINY's tasks.validation=0)
     assert all([o for o in ov if o.startswith("tasks.validation")] == ["tasks.validation=0"] for _, ov in calls)
     assert (tmp_path / "horizon.png").stat().st_size > 0
-    assert "GRPO lr 0.0001 (grpo_best_lr of" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "GRPO lr 0.0001 (grpo_best_lr of" in printed and "ES sigma 0.008 -> 0.004 (es_best_sigma of" in printed
     # no compare.json: 1e-5, said so
     (tmp_path / "compare.json").unlink()
     assert horizon.default_grpo_lr(str(out))[0] == 1e-5
@@ -224,12 +227,13 @@ def test_horizon_end_to_end_tiny(esopt_cache, tmp_path, capsys):
     from esopt.bench.horizon import main as horizon
 
     out = tmp_path / "horizon.json"
-    res = horizon("configs/demo.yaml", TINY, str(out), seeds=[0], tasks=["4x4-b3"], grpo_lr=1e-5)
+    res = horizon("configs/demo.yaml", TINY, str(out), seeds=[0], tasks=["4x4-b3"], grpo_lr=1e-5, jobs=2)
     assert set(res) == {"es_minus_grpo_at_longest"}  # one horizon: no drop
     data = json.loads(out.read_text())
     row = data["table"]["4x4-b3"]
     assert row["es"]["episodes"] == row["grpo"]["episodes"] == 4
     assert row["es"]["bases"] == row["grpo"]["bases"]
+    assert data["jobs"] == 2  # the two runs trained side by side, each in its own folder
     assert res["es_minus_grpo_at_longest"] == row["es"]["final_mean"] - row["grpo"]["final_mean"]
     cfg = (tmp_path / "horizon-runs" / "4x4-b3-grpo-lr1e-05-seed0" / "config.yaml").read_text()
     assert "blanks: 3" in cfg and "max_turns: 9" in cfg and "lr: 1.0e-05" in cfg
@@ -240,6 +244,32 @@ def test_horizon_end_to_end_tiny(esopt_cache, tmp_path, capsys):
 
 
 # ----------------------------------------------------------------------------------------- train_run
+
+
+def test_run_all_keeps_order_and_runs_side_by_side():
+    import threading
+    import time
+
+    from esopt.bench.runs import run_all
+
+    live, peak = [0], [0]
+    lock = threading.Lock()
+
+    def call(k):
+        def f():
+            with lock:
+                live[0] += 1
+                peak[0] = max(peak[0], live[0])
+            time.sleep(0.05 * (4 - k))  # later calls finish first
+            with lock:
+                live[0] -= 1
+            return {"k": k}
+        return f
+
+    assert [r["k"] for r in run_all([call(k) for k in range(4)], jobs=3)] == [0, 1, 2, 3]
+    assert peak[0] == 3
+    peak[0] = 0
+    assert [r["k"] for r in run_all([call(k) for k in range(3)], jobs=1)] == [0, 1, 2] and peak[0] == 1
 
 
 def test_train_run_moves_aside_resumes_and_keeps_peaks(monkeypatch, tmp_path):

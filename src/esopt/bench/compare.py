@@ -35,7 +35,10 @@ Run folders (under `--out` without .json, plus `-runs`) are named
 `<method>-<setting>-seed<seed>` (`es-sigma0.004-seed0`, `grpo-lr1e-05-seed1`):
 a finished run is read back instead of trained again, so a sweep can be split
 over several invocations (same config and overrides; a folder holding other
-settings stops the bench with the differences named).
+settings stops the bench with the differences named). `--jobs N` trains up to N
+runs of a phase side by side (on a GPU, or a CPU with cores to spare; each run's
+runtime.threads should be its share of the cores); the seconds reported are then
+those of runs sharing the machine, and the JSON records `jobs`.
 """
 from __future__ import annotations
 
@@ -43,7 +46,7 @@ import math
 from pathlib import Path
 from statistics import mean, stdev
 
-from .runs import train_run
+from .runs import run_all, train_run
 
 DEFAULT_GRPO_LRS = (1e-6, 1e-5, 1e-4)
 DEFAULT_SIGMA_FACTORS = (0.5, 1.0, 2.0)
@@ -166,7 +169,7 @@ def _plot(sweep: dict, final: dict, path: str) -> None:
 
 def main(config: str, overrides: list[str], out: str, seeds: list[int], work_dir: str | None = None,
          grpo_lrs: list[float] | None = None, es_sigmas: list[float] | None = None,
-         tune_seeds: list[int] | None = None) -> dict:
+         tune_seeds: list[int] | None = None, jobs: int = 1) -> dict:
     from ..config import ConfigError, load_config
     from .common import write_results
 
@@ -191,26 +194,23 @@ def main(config: str, overrides: list[str], out: str, seeds: list[int], work_dir
 
     # 1. sweep: validation reward only
     sweep: dict[str, dict[str, list[dict]]] = {arm: {} for arm in ARMS}
-    for seed in tune_seeds:
-        for arm in ARMS:
-            for s in settings[arm]:
-                r = run(arm, s, seed)
-                sweep[arm].setdefault(s["label"], []).append(r)
-                print(f"sweep {arm:4s} {s['label']:>14s} seed {seed}: validation {final_validation(r):.4f}", flush=True)
+    plan = [(arm, s, seed) for seed in tune_seeds for arm in ARMS for s in settings[arm]]
+    for (arm, s, seed), r in zip(plan, run_all([lambda p=p: run(*p) for p in plan], jobs)):
+        sweep[arm].setdefault(s["label"], []).append(r)
+        print(f"sweep {arm:4s} {s['label']:>14s} seed {seed}: validation {final_validation(r):.4f}", flush=True)
     chosen = {arm: settings[arm][choose(sweep[arm])] for arm in ARMS}
     for arm in ARMS:
         print(f"[bench] {arm}: {chosen[arm]['label']} has the best validation reward", flush=True)
 
     # 2. final runs of the chosen settings: held-out
     final: dict[str, list[dict]] = {arm: [] for arm in ARMS}
-    for seed in seeds:
-        for arm in ARMS:
-            r = run(arm, chosen[arm], seed)
-            final[arm].append(r)
-            c, sm = r["curve"], r["summary"]
-            print(f"{arm:4s} {chosen[arm]['label']} seed {seed}: held-out {sm['base']['reward']:.4f} -> "
-                  f"{sm['final']['reward']:.4f} after {c[-1]['episodes']} episodes, {c[-1]['train_seconds']:.0f}s "
-                  f"of training", flush=True)
+    plan = [(arm, chosen[arm], seed) for seed in seeds for arm in ARMS]
+    for (arm, s, seed), r in zip(plan, run_all([lambda p=p: run(*p) for p in plan], jobs)):
+        final[arm].append(r)
+        c, sm = r["curve"], r["summary"]
+        print(f"{arm:4s} {s['label']} seed {seed}: held-out {sm['base']['reward']:.4f} -> "
+              f"{sm['final']['reward']:.4f} after {c[-1]['episodes']} episodes, {c[-1]['train_seconds']:.0f}s "
+              f"of training", flush=True)
 
     table = {}
     for arm in ARMS:
@@ -229,7 +229,8 @@ def main(config: str, overrides: list[str], out: str, seeds: list[int], work_dir
         for label, row in table[arm]["sweep"].items():
             mark = "*" if label == table[arm]["setting"] else " "
             print(f"  {arm:5s} {label:>14s} {row['validation_mean']:8.4f} {mark}")
-    print(f"\nheld-out, chosen settings, seeds {seeds} (mean +- sample std over seeds)")
+    print(f"\nheld-out, chosen settings, seeds {seeds} (mean +- sample std over seeds)"
+          + (f"; {jobs} runs side by side: seconds are not a quiet machine's" if jobs > 1 else ""))
     print(f"{'algo':5s} {'setting':>13s} {'training decoding':>22s} {'base':>7s} {'final':>17s} "
           f"{'improvement per seed':>24s} {'episodes':>9s} {'train s':>8s} {'peak RSS MB':>12s}")
     for arm in ARMS:
@@ -255,7 +256,7 @@ def main(config: str, overrides: list[str], out: str, seeds: list[int], work_dir
     per_seed = [e - g for e, g in zip(table["es"]["finals"], table["grpo"]["finals"])]
     write_results(out, "compare", res, {
         "config": config, "overrides": overrides, "seeds": seeds, "tune_seeds": tune_seeds,
-        "validation_puzzles": cfg.tasks.validation, "episodes_per_run": episodes,
+        "validation_puzzles": cfg.tasks.validation, "episodes_per_run": episodes, "jobs": jobs,
         "settings": {arm: [s["label"] for s in settings[arm]] for arm in ARMS},
         "pooled_std": spread, "es_minus_grpo_per_seed": per_seed, "table": table,
         "runs": {"sweep": sweep, "final": final}, "plot": png})

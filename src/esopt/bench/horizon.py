@@ -13,13 +13,17 @@ paper's scale is 9x9 with H* = 5, 10, 15 on a GPU:
 
 Everything else (model, ES settings, budget, decoding, eval.every,
 tasks.validation) comes from the config and applies to every horizon. Per
-horizon and seed: one ES run at the config's sigma and one GRPO run at equal
-episodes (bench compare's arm_overrides) with the learning rate `--grpo-lr`,
-by default the tuned one, `grpo_best_lr` of compare.json beside `--out` (run
-`esopt bench compare` first, on the same config), else 1e-5; the bench prints
-which. Held-out reward is evaluated before training and at the end (the same
+horizon and seed: one ES run at sigma `--es-sigma` and one GRPO run at equal
+episodes (bench compare's arm_overrides) with the learning rate `--grpo-lr`.
+By default both are the tuned ones, `es_best_sigma` and `grpo_best_lr` of
+compare.json beside `--out` (run `esopt bench compare` first, on the same
+config; sigma.end is scaled by the same factor, as compare does), else the
+config's sigma and a learning rate of 1e-5; the bench prints which. Held-out reward is evaluated before training and at the end (the same
 held-out puzzles for both methods at a seed). Runs are read back by name
 (`<task>-es-sigma<s>-seed<n>`, `<task>-grpo-lr<lr>-seed<n>`) when finished.
+
+`--jobs N` trains up to N runs side by side (bench compare's too): their seconds are then
+not a quiet machine's.
 
 RESULT lines: es_drop_short_to_long and grpo_drop_short_to_long (final held-out
 reward at the shortest horizon minus at the longest, means over seeds; with at
@@ -35,7 +39,7 @@ from statistics import mean
 from ..envs.sudoku import MAX_BLANKS
 from .compare import ARMS, _mb, arm_overrides, heldout_row, training_decoding
 from .memory import TASKS as MEMORY_TASKS
-from .runs import train_run
+from .runs import run_all, train_run
 
 DEFAULT_TASKS = ("4x4-b2", "4x4-b4", "4x4-b6")
 PAPER_TASKS = ("9x9-h5", "9x9-h10", "9x9-h15")
@@ -73,6 +77,16 @@ def default_grpo_lr(out: str) -> tuple[float, str]:
     except (OSError, ValueError, KeyError, TypeError):
         return DEFAULT_GRPO_LR, f"default {DEFAULT_GRPO_LR:g}: no grpo_best_lr in {path} (run esopt bench compare)"
     return lr, (f"grpo_best_lr of {path} (tuned on {data.get('config')} {' '.join(data.get('overrides') or [])})")
+
+
+def default_es_sigma(out: str, cfg) -> tuple[float, str]:
+    """es_best_sigma from compare.json beside `out` (bench compare's tuned sigma.start), else the config's."""
+    path = Path(out).with_name("compare.json")
+    try:
+        data = json.loads(path.read_text())
+        return float(data["results"]["es_best_sigma"]), f"es_best_sigma of {path}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return cfg.es.sigma.start, f"config: no es_best_sigma in {path}"
 
 
 def drops(table: dict[str, dict[str, dict]], tasks: list[str]) -> dict:
@@ -114,7 +128,8 @@ def _plot(table: dict, tasks: list[str], path: str) -> None:
 
 
 def main(config: str, overrides: list[str], out: str, seeds: list[int], tasks: list[str] | None = None,
-         grpo_lr: float | None = None, work_dir: str | None = None) -> dict:
+         grpo_lr: float | None = None, work_dir: str | None = None, jobs: int = 1,
+         es_sigma: float | None = None) -> dict:
     from ..config import ConfigError, load_config
     from .common import write_results
 
@@ -134,25 +149,33 @@ def main(config: str, overrides: list[str], out: str, seeds: list[int], tasks: l
     if not grpo_lr > 0:
         raise ConfigError(f"bench horizon: --grpo-lr must be > 0, got {grpo_lr}")
     cfg = load_config(config, overrides)
-    sigma = cfg.es.sigma.start
-    print(f"[bench] GRPO lr {grpo_lr:g} ({source}); ES sigma {sigma:g} -> {cfg.es.sigma.end:g} (config)", flush=True)
+    sigma, sigma_source = (es_sigma, "--es-sigma") if es_sigma is not None else default_es_sigma(out, cfg)
+    if not sigma > 0:
+        raise ConfigError(f"bench horizon: --es-sigma must be > 0, got {sigma}")
+    sigma_end = cfg.es.sigma.end * sigma / cfg.es.sigma.start
+    print(f"[bench] GRPO lr {grpo_lr:g} ({source}); ES sigma {sigma:g} -> {sigma_end:g} ({sigma_source})", flush=True)
     work = work_dir or str(Path(out).with_suffix("")) + "-runs"
     base = list(overrides) + ["eval.at_start=true"]  # held-out before training: the paired improvement
-    setting = {"es": (f"sigma{sigma:g}", []), "grpo": (f"lr{grpo_lr:g}", [f"grpo.lr={grpo_lr!r}"])}
+    setting = {"es": (f"sigma{sigma:g}", [f"es.sigma.start={sigma!r}", f"es.sigma.end={sigma_end!r}"]),
+               "grpo": (f"lr{grpo_lr:g}", [f"grpo.lr={grpo_lr!r}"])}
 
     runs: dict[str, dict[str, list[dict]]] = {t: {arm: [] for arm in ARMS} for t in tasks}
     table: dict[str, dict[str, dict]] = {}
+    tcfgs = {t: load_config(config, base + per_task[t]) for t in tasks}
+
+    def run(t: str, arm: str, seed: int) -> dict:
+        label, extra = setting[arm]
+        r = train_run(config, base + per_task[t] + arm_overrides(tcfgs[t], arm) + extra + [f"run.seed={seed}"],
+                      work, f"{t}-{arm}-{label}-seed{seed}")
+        return {**r, "seed": seed, "setting": label}
+
+    plan = [(t, arm, seed) for t in tasks for seed in seeds for arm in ARMS]
+    for (t, arm, seed), r in zip(plan, run_all([lambda p=p: run(*p) for p in plan], jobs)):
+        runs[t][arm].append(r)
+        print(f"{t} {arm:4s} seed {seed}: held-out {r['summary']['base']['reward']:.4f} -> "
+              f"{r['summary']['final']['reward']:.4f} after {r['curve'][-1]['episodes']} episodes", flush=True)
     for t in tasks:
-        tcfg = load_config(config, base + per_task[t])
-        for seed in seeds:
-            for arm in ARMS:
-                label, extra = setting[arm]
-                r = train_run(config, base + per_task[t] + arm_overrides(tcfg, arm) + extra + [f"run.seed={seed}"],
-                              work, f"{t}-{arm}-{label}-seed{seed}")
-                r = {**r, "seed": seed, "setting": label}
-                runs[t][arm].append(r)
-                print(f"{t} {arm:4s} seed {seed}: held-out {r['summary']['base']['reward']:.4f} -> "
-                      f"{r['summary']['final']['reward']:.4f} after {r['curve'][-1]['episodes']} episodes", flush=True)
+        tcfg = tcfgs[t]
         table[t] = {arm: {"setting": setting[arm][0], "overrides": per_task[t],
                           "training_decoding": training_decoding(load_config(config, base + per_task[t]
                                                                              + arm_overrides(tcfg, arm)), arm),
@@ -178,6 +201,6 @@ def main(config: str, overrides: list[str], out: str, seeds: list[int], tasks: l
     res = drops(table, tasks)
     write_results(out, "horizon", res, {"config": config, "overrides": overrides, "seeds": seeds, "tasks": tasks,
                                         "task_overrides": per_task, "grpo_lr": grpo_lr, "grpo_lr_source": source,
-                                        "es_sigma": [sigma, cfg.es.sigma.end], "table": table, "runs": runs,
+                                        "es_sigma": [sigma, sigma_end], "es_sigma_source": sigma_source, "jobs": jobs, "table": table, "runs": runs,
                                         "plot": png})
     return res

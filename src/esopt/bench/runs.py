@@ -14,6 +14,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ..train.rundir import RunDir
@@ -112,6 +114,17 @@ def train_run(config: str, overrides: list[str], out_dir: str, name: str, log=pr
         _record_meta(path, peaks, wall)
         log(f"[bench] {name}: trained in {wall:.0f}s, peak RSS {peaks.get('peak_rss_mb') or 0:.0f} MB")
     return read_run(path)
+
+
+def run_all(calls: list[Callable[[], dict]], jobs: int = 1) -> list[dict]:
+    """Results of `calls` (each one train_run), in order, with up to `jobs` training processes
+    side by side (threads that wait on their child process). Side-by-side runs share the
+    machine: their wall and training seconds are not a quiet machine's (give each run its
+    share of the cores with runtime.threads)."""
+    if jobs <= 1 or len(calls) <= 1:
+        return [c() for c in calls]
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        return list(pool.map(lambda c: c(), calls))
 
 
 def _record_meta(path: Path, peaks: dict, wall: float) -> None:

@@ -1,0 +1,117 @@
+"""The ES core and both trainers on a CUDA device.
+
+Skipped where there is no GPU (CI has none); run on one with `pytest -m gpu tests/es/test_cuda.py`.
+What they pin down: restore is bit-exact on the device in every dtype; perturbations and updates
+made on the device are the CPU's bits (noise and the update's sum are made on the CPU), so a run
+trained on a GPU resumes, replays and exports on a CPU to the same weights hash; the ES and GRPO
+trainers run end to end with weights on the device.
+"""
+import os
+
+import pytest
+import torch
+
+from esopt.es.lowrank import LowRankPerturber
+from esopt.es.noise import GaussianNoise, TableNoise
+from esopt.es.perturb import Perturber, weights_hash
+
+from test_fidelity import SIGMAS, Awkward, Weights, assert_bits_equal, bits
+
+# ESOPT_TEST_DEVICE=cpu runs the same checks on the CPU (a dry run of the tests' own logic)
+DEVICE = os.environ.get("ESOPT_TEST_DEVICE", "cuda")
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(DEVICE == "cuda" and not torch.cuda.is_available(),
+                                                  reason="needs a CUDA device")]
+DTYPES = ["float32", "bfloat16", "float16"]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_restore_every_bit_pattern_on_the_device(dtype):
+    model = Awkward(getattr(torch, dtype)).to(DEVICE)
+    pert = Perturber(model)
+    snap = bits(model)
+    for i in range(1000):
+        scale = SIGMAS[i % len(SIGMAS)] * (1 if i % 2 else -1)
+        corr = pert.perturb(seed=i, scale=scale)
+        pert.restore(seed=i, scale=scale, corrections=corr)
+        assert_bits_equal(model, snap, f"cycle {i}, scale {scale}")
+
+
+@pytest.mark.parametrize("noise", ["gaussian", "table"])
+@pytest.mark.parametrize("rounding", ["compensated", "stochastic", "nearest"])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_device_perturbations_and_updates_are_the_cpus_bits(dtype, rounding, noise):
+    make = (lambda: TableNoise(1 << 22)) if noise == "table" else GaussianNoise
+    cpu, dev = Weights(getattr(torch, dtype)), Weights(getattr(torch, dtype)).to(DEVICE)
+    pc, pd = Perturber(cpu, noise=make(), rounding=rounding), Perturber(dev, noise=make(), rounding=rounding)
+    for t in range(4):
+        with pc.perturbed(100 + t, 4e-3, -1), pd.perturbed(100 + t, 4e-3, -1):
+            assert weights_hash(cpu) == weights_hash(dev), f"perturbation {t}"
+        seeds, coefs = [10 + t, 20 + t], [1.0, -0.5]
+        pc.apply_update(seeds, coefs, 5e-4, 4)
+        pd.apply_update(seeds, coefs, 5e-4, 4)
+        assert weights_hash(cpu) == weights_hash(dev), f"update {t}"
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_lowrank_on_the_device(dtype, tiny_model):
+    """Low-rank factors are drawn on the CPU; the update's products run where the weights are."""
+    model = tiny_model.to(getattr(torch, dtype)).to(DEVICE)
+    lr = LowRankPerturber(model, rank=2, scope="full", others="full", others_noise=GaussianNoise())
+    snap = bits(model)
+    ids = torch.randint(0, 200, (3, 5), device=DEVICE)
+    with torch.no_grad(), lr.side_terms([11, 12], [0.05, -0.05], torch.tensor([0, 1, 0], device=DEVICE)):
+        out = model(ids).logits
+    assert torch.isfinite(out.float()).all()
+    for i in range(50):
+        with lr.others_perturbed(i, 4e-3, 1 if i % 2 else -1):
+            pass
+    assert_bits_equal(model, snap, "low-rank side terms and others")
+    before = weights_hash(model)
+    lr.apply_update([11, 12], [1.0, -0.5], 1e-2, 4)
+    assert weights_hash(model) != before
+
+
+def _replay_on_cpu(run_path):
+    """Load the base model on the CPU and replay the run's history (each generation's weights hash
+    is verified against the one the GPU run recorded); returns the final hash."""
+    from esopt.es.build import make_perturber
+    from esopt.models import load_model
+    from esopt.train.rundir import RunDir
+
+    run = RunDir(run_path)
+    cfg = run.load_config()
+    model, _ = load_model(cfg.model, cfg.runtime.dtype, "cpu")
+    run.history().replay(make_perturber(model, cfg.es))
+    return weights_hash(model)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_es_trains_on_the_device_and_replays_on_the_cpu(tiny_cfg, dtype):
+    import json
+
+    from esopt.train.rundir import RunDir
+    from esopt.train.trainer import Trainer
+
+    cfg = tiny_cfg(f"runtime.device={DEVICE}", f"runtime.dtype={dtype}", f"run.name=cuda-{dtype}", "es.sigma.start=0.05",
+                   "es.sigma.end=0.05", "es.alpha.start=0.05", "es.alpha.end=0.05")
+    tr = Trainer(cfg, RunDir.create(cfg), log=lambda *a: None)
+    assert next(tr.model.parameters()).device.type == torch.device(DEVICE).type
+    summary = tr.train()
+    hist = json.loads((tr.run.path / "history.json").read_text())["generations"]
+    assert len(hist) == 3 and summary["weights_hash"] == weights_hash(tr.model)
+    assert _replay_on_cpu(tr.run.path) == summary["weights_hash"]
+
+
+def test_grpo_trains_on_the_device(esopt_cache, tmp_path):
+    import json
+
+    from esopt.cli import main
+
+    from conftest import TINY_OVERRIDES
+
+    args = ["train", "configs/demo.yaml", *TINY_OVERRIDES, "grpo.steps=2", "grpo.puzzles_per_step=2",
+            "grpo.group_size=2", "grpo.lr=1e-4", f"runtime.device={DEVICE}", f"run.out_dir={tmp_path}", "run.name=g",
+            "--algo", "grpo"]
+    assert main(args) == 0
+    summary = json.loads((tmp_path / "g" / "summary.json").read_text())
+    assert summary["algo"] == "grpo" and summary["generations"] == 2
