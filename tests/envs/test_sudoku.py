@@ -8,6 +8,7 @@ from esopt.envs.sudoku import (
     SudokuEnv,
     SudokuTasks,
     count_solutions,
+    find_moves,
     generate_puzzle,
     is_valid_complete,
     parse_action,
@@ -177,10 +178,20 @@ def test_train_never_hits_heldout_reserve():
         "Let me put row 2 col 3 = 4 now",
         "First r2c3=4, then maybe r1c1=2",
         "r2c3=4 rather than 1 1 2",
-        "Try 2 3 4, not row 1 col 1 = 1",
+        "(2,3)=4",
+        "cell (2, 3): 4",
+        "(2, 3) -> 4",
+        "Put 4 in r2c3",
+        "place 4 at r2c3",
+        "I'll place the digit 4 at row 2, column 3.",
+        "write 4 into (2,3)",
+        "r2 c3 = 4",
+        "(row 2, col 3) = 4",
+        "r02c03=04",
         "row 2 col 3 = 4, or else r1c1=1",
         "<think>r1c1=1 is wrong, try row 4 col 4 = 1</think>\nr2c3=4",
         "reasoning r1c1=1 ...</think> final: r2c3=4",
+        "r1c1=1</think>draft<think>r1c2=2</think> r2c3=4",
     ],
 )
 def test_parser_accepts(text):
@@ -206,6 +217,9 @@ def test_parser_accepts(text):
         "2.5 3 4",
         "<think>r2c3=4</think>",
         "<think>r2c3=4 unfinished",
+        "(2,3) 4",
+        "(2,3)",
+        "put 4 in the box",
     ],
 )
 def test_parser_rejects(text):
@@ -220,6 +234,69 @@ def test_parser_range_depends_on_size():
     assert parse_action("r5c1=9 then r1c1=1", 4) is None  # first move decides
     with pytest.raises(ValueError, match="size"):
         parse_action("r1c1=1", 5)
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("1 2 3 4\nr2c3=4", (2, 3, 4)),  # an echoed board row before the move
+        ("Row 1 has 1, 2, 4 so r1c3=3", (1, 3, 3)),  # a bare triple before the move
+        ("3 1 2 first? No: row 2 col 3 = 4", (2, 3, 4)),
+        ("[2 3 4] means (1,1)=1", (1, 1, 1)),
+        ("r1 |  2  1  4 | so Put 3 in r1c4", (1, 4, 3)),
+        ("2 3 4 or 1 1 2", (2, 3, 4)),  # without an explicit move, the first bare triple
+    ],
+)
+def test_explicit_move_beats_earlier_bare_triples(text, expected):
+    assert parse_action(text, 4) == expected
+    assert find_moves(text)[0].in_range(4) == expected
+
+
+def test_find_moves_lists_every_move_in_order():
+    moves = find_moves("1 2 3 4 r1c1=1, then Put 2 in row 1 col 2, then (1,3)=3, then r1c1=1")
+    assert [m.in_range(4) for m in moves] == [(1, 1, 1), (1, 2, 2), (1, 3, 3), (1, 1, 1)]
+    assert all(m.explicit for m in moves)
+    assert [str(m) for m in find_moves("2 3 4 or 1 1 2")] == ["r2c3=4", "r1c1=2"]
+    assert find_moves(None) == [] and find_moves("no move") == []
+
+
+BIG = "9" * 5000  # int() of more than 4300 digits raises ValueError in Python 3.11
+
+
+@pytest.mark.parametrize(
+    "text",
+    [BIG, f"r2c3={BIG}", f"r{BIG}c3=4", f"r2c{BIG}=4", f"{BIG} 3 4", f"2 3 {BIG}", f"({BIG},3)=4",
+     f"Put {BIG} in r2c3", f"row 2 col {BIG} = 4", f"r2c3=4{BIG}"],
+)
+def test_parser_huge_numbers_are_out_of_range(text):
+    assert parse_action(text, 4) is None
+    assert parse_action(text, 9) is None
+
+
+def test_parser_huge_leading_zeros_are_the_number():
+    assert parse_action("r1c1=" + "0" * 5000 + "1", 4) == (1, 1, 1)
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("1 2 3" + " " * 100_000 + "x", (1, 2, 3)),  # trailing whitespace after a triple
+        ("r1" + " " * 100_000, None),
+        ("row 1" + " " * 100_000 + "col", None),
+        ("r1c1" + " " * 100_000 + "=", None),
+        ("1 " * 50_000 + "x", None),  # one long run of numbers
+        ("5, 1 2 3; " * 10_000, None),  # many runs of four numbers
+        ("(1," * 30_000, None),
+        ("put 4 in " * 10_000, None),
+        ("<think>" * 14_000 + "r1c1=1", None),  # unclosed thinking
+        ("</think>" * 12_000 + "r1c1=1", (1, 1, 1)),
+        ("r1c1=1 " * 15_000, (1, 1, 1)),
+        ("r2c3=4" + "9" * 100_000, None),
+    ],
+)
+def test_parser_long_adversarial_replies(text, expected):
+    assert len(text) >= 90_000
+    assert parse_action(text, 4) == expected
 
 
 # ---------------------------------------------------------------------- env
@@ -365,3 +442,69 @@ def test_partial_reward_counts_correct_cells():
 def test_step_before_reset_raises():
     with pytest.raises(RuntimeError):
         SudokuEnv().step("r1c1=1")
+
+
+def test_echoed_board_row_before_move_is_not_the_move():
+    env = _env()
+    reply = "Row 1 reads . . . 4, so the missing digits are 1 3 2.\nr1c1=1"
+    _, _, _, _, info = env.step(reply)
+    assert info["valid"] and info["action"] == (1, 1, 1) and env.board[0][0] == 1
+    assert info["feedback"] == "Last move r1c1=1: accepted."  # the bare triple is not a second move
+
+
+def test_two_moves_only_first_applied_and_feedback_says_so():
+    env = _env()
+    obs, _, _, _, info = env.step("r1c1=1 and then r1c2=2")
+    assert info["valid"] and info["action"] == (1, 1, 1)
+    assert env.board[0][:2] == [1, 0]
+    assert "only the first move, r1c1=1, was applied" in info["feedback"] and info["feedback"] in obs
+    assert "2 different moves" in info["feedback"]
+    # a rejected first move: the second is not tried either
+    _, _, _, _, info = env.step("Put 2 in r1c1, or (1,2)=2, or row 1 col 3 = 3")
+    assert not info["valid"] and "already filled" in info["feedback"]
+    assert "3 different moves; only the first move, r1c1=2, was tried" in info["feedback"]
+    assert env.board[0][:3] == [1, 0, 0]
+    # the same move repeated is one move
+    _, _, _, _, info = env.step("r1c2=2. So the answer is r1c2=2")
+    assert info["valid"] and info["feedback"] == "Last move r1c2=2: accepted."
+    # bare triples count when there is no explicit move
+    _, _, _, _, info = env.step("1 3 3 or 2 1 3")
+    assert info["valid"] and "only the first move, r1c3=3, was applied" in info["feedback"]
+
+
+@pytest.mark.parametrize(
+    "reply,shown",
+    [
+        (f"r1c1={BIG}", "r1c1=<5000-digit number>"),
+        (f"r{BIG}c1=1", "r<5000-digit number>c1=1"),
+        (f"r1c{BIG}=1", "r1c<5000-digit number>=1"),
+        (f"{BIG} 1 1", "r<5000-digit number>c1=1"),
+        (f"Put {BIG} in r1c1", "r1c1=<5000-digit number>"),
+        ("(5,1)=1", "r5c1=1"),
+        ("r0c1=1", "r0c1=1"),
+        ("Put 7 in row 1 col 1", "r1c1=7"),
+    ],
+)
+def test_huge_or_out_of_range_numbers_get_feedback(reply, shown):
+    env = _env()
+    obs, reward, term, trunc, info = env.step(reply)
+    assert not info["valid"] and info["action"] is None
+    assert info["feedback"] == f"Last move {shown}: rejected: row, column and value must each be between 1 and 4."
+    assert info["feedback"] in obs and len(obs) < 1000  # the number is not echoed back
+    assert (reward, term, trunc, info["turn"]) == (0.0, False, False, 1)
+
+
+def test_huge_number_without_a_move_and_huge_first_of_two_moves():
+    env = _env()
+    _, _, _, _, info = env.step(f"The answer is {BIG}.")
+    assert not info["valid"] and "could not parse" in info["feedback"]
+    _, _, _, _, info = env.step(f"r1c1={BIG}, r1c1=1")
+    assert not info["valid"] and env.board[0][0] == 0
+    assert "only the first move, r1c1=<5000-digit number>, was tried" in info["feedback"]
+
+
+def test_long_reply_through_step():
+    env = _env()
+    reply = "1 2 3" + " " * 100_000 + "then r1c1=1 " + "<think>" * 5_000
+    _, _, _, _, info = env.step(reply)
+    assert info["valid"] and info["action"] == (1, 1, 1)

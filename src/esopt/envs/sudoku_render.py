@@ -10,7 +10,7 @@ import math
 import re
 from html import escape
 
-from esopt.envs.sudoku import BOX_SIZES, _search
+from esopt.envs.sudoku_puzzles import BOX_SIZES, _search
 
 MAX_REPLY_CHARS = 600
 LEGEND = ("grey bold: given; blue: filled by the agent; red underlined: not the solution value; green box: "
