@@ -117,7 +117,7 @@ def cmd_eval(a) -> int:
 def cmd_export(a) -> int:
     from .export import export_run
 
-    info = export_run(a.run_dir, a.out_dir)
+    info = export_run(a.run_dir, a.out_dir, force=a.force)
     print(f"[esopt] exported {info['generations']} generations of {a.run_dir} to {a.out_dir} (weights {info['weights_hash'][:12]})")
     return 0
 
@@ -214,9 +214,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="held-out tasks (final figures, default) or the validation split (tasks.validation puzzles, "
                         "for choosing settings)")
     e.set_defaults(func=cmd_eval)
-    x = sub.add_parser("export", help="write a run's final weights as a Hugging Face folder")
+    x = sub.add_parser("export", help="write a run's final weights as a Hugging Face folder",
+                       description="Write a run's final weights and tokenizer as a Hugging Face folder. The folder is "
+                                   "written beside OUT_DIR and renamed into place once complete; a non-empty OUT_DIR "
+                                   "is refused unless --force.")
     x.add_argument("run_dir")
     x.add_argument("out_dir")
+    x.add_argument("--force", action="store_true",
+                   help="replace a non-empty OUT_DIR (only once the new export is complete; default: refuse)")
     x.set_defaults(func=cmd_export)
     b = sub.add_parser("bench", help="benchmarks (print RESULT lines, write JSON)")
     b.add_argument("name", choices=["es-memory", "memory", "perturb", "throughput", "compare", "population",

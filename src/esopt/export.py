@@ -2,9 +2,13 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 from .es.build import make_perturber
+from .es.history import fsync_path
 from .es.perturb import weights_hash
 from .models import load_model
 from .train.rundir import RunDir
@@ -25,12 +29,74 @@ def load_run_weights(run_dir: str | Path, upto: int | None = None):
     return model, tok, cfg, n
 
 
-def export_run(run_dir: str | Path, out_dir: str | Path) -> dict:
-    model, tok, cfg, n = load_run_weights(run_dir)
+def export_run(run_dir: str | Path, out_dir: str | Path, force: bool = False) -> dict:
+    """Write the run's final weights, tokenizer and esopt_export.json into out_dir.
+
+    Never destroys: a non-empty out_dir is refused unless force; the export is written
+    into a temporary folder beside out_dir and renamed into place once complete, so a
+    failed export leaves out_dir as it was (absent, empty, or the old export with force).
+    """
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out)
-    tok.save_pretrained(out)
+    check_destination(run_dir, out, force)  # before anything is loaded or written
+    model, tok, cfg, n = load_run_weights(run_dir)
     info = {"run_dir": str(run_dir), "base_model": cfg.model, "generations": n, "weights_hash": weights_hash(model)}
-    (out / "esopt_export.json").write_text(json.dumps(info, indent=1))
+
+    def write(folder: Path) -> None:
+        model.save_pretrained(folder)
+        tok.save_pretrained(folder)
+        (folder / "esopt_export.json").write_text(json.dumps(info, indent=1))
+
+    write_folder(out, write)
     return info
+
+
+def check_destination(run_dir: str | Path, out: Path, force: bool) -> None:
+    """Refuse (FileExistsError, one line) an output that is not a folder, holds the run, or
+    is a non-empty folder without force."""
+    if out.exists() and not out.is_dir():
+        raise FileExistsError(f"export destination {out} exists and is not a folder")
+    if not _is_empty_dir(out):
+        run = Path(run_dir).resolve()
+        if run == out.resolve() or out.resolve() in run.parents:
+            raise FileExistsError(f"export destination {out} holds the run {run_dir}: choose another folder")
+        if not force:
+            raise FileExistsError(f"export destination {out} is not empty: pass --force to replace it "
+                                  f"(replaced only once the new export is complete)")
+
+
+def write_folder(out: Path, write) -> None:
+    """write(tmp) into a fresh temporary folder beside out, then swap it in for out.
+
+    On any failure the temporary folder is removed and out is untouched. An existing
+    out (empty, or replaced with force) is renamed aside only after write has returned,
+    and deleted only once the new folder is in place.
+    """
+    out = out.absolute()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".export-tmp"))
+    try:
+        write(tmp)
+        for f in tmp.rglob("*"):
+            if f.is_file():
+                fsync_path(f)
+        os.chmod(tmp, 0o755)  # mkdtemp makes 0700; an export is meant to be shared
+        aside = None
+        if out.exists():
+            aside = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".export-old"))
+            os.replace(out, aside)  # aside is an empty folder: replaced by out
+        try:
+            os.replace(tmp, out)
+        except BaseException:
+            if aside is not None:
+                os.replace(aside, out)  # put the old one back
+            raise
+        fsync_path(out.parent)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if aside is not None:
+        shutil.rmtree(aside, ignore_errors=True)
+
+
+def _is_empty_dir(path: Path) -> bool:
+    return not path.exists() or (path.is_dir() and not any(path.iterdir()))

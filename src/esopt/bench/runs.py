@@ -18,7 +18,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from ..train.rundir import RunDir
+from ..train.rundir import RunDir, holds_run
 
 # the child: `esopt train ...` in a process that writes its own peaks to a JSON file as it exits
 _LAUNCHER = "import sys; from esopt.bench.runs import child_main; sys.exit(child_main())"
@@ -87,7 +87,7 @@ def train_run(config: str, overrides: list[str], out_dir: str, name: str, log=pr
     """
     path = Path(out_dir) / name
     full = list(overrides) + [f"run.out_dir={out_dir}", f"run.name={name}"]
-    resumable = (path / "history.json").exists() or (path / "checkpoint" / "state.json").exists()
+    resumable = holds_run(path)
     if (path / "summary.json").exists() or resumable:
         _check_same_settings(config, full, path)
     if not (path / "summary.json").exists():

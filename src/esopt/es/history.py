@@ -36,6 +36,15 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         raise
 
 
+def fsync_path(path: Path) -> None:
+    """Flush a file's data (or a folder's entries) to disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 class History:
     def __init__(self, path: Path, records: list[dict] | None = None, meta: dict | None = None):
         self.path = Path(path)

@@ -82,11 +82,15 @@ class GRPOTrainer:
     # ------------------------------------------------------------------ resume
     def resume(self) -> int:
         """Load the last checkpoint (weights + optimizer); returns the next step."""
-        state = checkpoint.read_state(self.run.path)
-        if state is None:
+        folder = checkpoint.locate(self.run.path)
+        if folder is None:
             self.log(f"[esopt] {self.run.path} has no GRPO checkpoint yet: starting from step 0")
             self.run.truncate_metrics(0)
             return 0
+        state = checkpoint.read_state(self.run.path)
+        if folder.name != checkpoint.NAME:
+            self.log(f"[esopt] {self.run.path}: {checkpoint.NAME}/ is missing or incomplete (a crash while it was being "
+                     f"replaced): resuming from the last complete one, {folder.name}/ (step {state['step']})")
         if state.get("base_weights_hash") != self.base_weights_hash:
             raise RuntimeError(f"the loaded model is not the base model of {self.run.path} (weights hash differs)")
         checkpoint.load_weights(self.run.path, self.model)

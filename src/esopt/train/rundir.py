@@ -19,7 +19,7 @@ class RunDir:
     def create(cls, cfg: Config) -> "RunDir":
         name = cfg.run.name or f"{cfg.env.id}-{time.strftime('%Y%m%d-%H%M%S')}"
         path = Path(cfg.run.out_dir) / name
-        if (path / "history.json").exists() or (path / "checkpoint" / "state.json").exists():
+        if holds_run(path):
             raise FileExistsError(f"run folder {path} already holds a run: use --resume {path} or another run.name")
         run = cls(path)
         run.trajectories.mkdir(parents=True, exist_ok=True)
@@ -83,6 +83,13 @@ class RunDir:
     def close(self) -> None:
         if self._tb:
             self._tb.close()
+
+
+def holds_run(path: Path) -> bool:
+    """Whether the folder holds a resumable run: an ES history or a complete GRPO checkpoint."""
+    from ..rl.checkpoint import exists  # imported when used: importing esopt.rl loads torch
+
+    return (Path(path) / "history.json").exists() or exists(path)
 
 
 def _read_jsonl(path: Path) -> list[dict]:
