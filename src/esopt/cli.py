@@ -23,32 +23,82 @@ def _split(items: list[str]) -> tuple[str | None, list[str]]:
 
 def cmd_train(a) -> int:
     from .config import load_config
-    from .train.rundir import RunDir
+    from .train.preflight import check_run_config
 
     config, overrides = _split(a.args)
+    run = None
     if a.resume:
         if config:
             raise SystemExit("esopt: error: --resume takes the run's own config; pass no config file")
-        run = RunDir(Path(a.resume))
-        cfg = run.load_config(overrides)
-        if overrides:  # e.g. es.generations=20 extends the run; later resumes see the same config
-            from .config import dump_config
-            from .es.history import atomic_write_text
-
-            atomic_write_text(run.config_path, dump_config(cfg))
-        if a.algo and a.algo != cfg.algo:
-            raise SystemExit(f"esopt: error: {a.resume} is a {cfg.algo} run; --algo {a.algo} cannot resume it")
-        trainer = _trainer_class(cfg)(cfg, run)
-        start = trainer.resume()
     else:
         cfg = load_config(config or _default_config(), overrides + ([f"algo={a.algo}"] if a.algo else []))
-        run = RunDir.create(cfg)
-        print(f"[esopt] run folder: {run.path}", flush=True)
-        trainer = _trainer_class(cfg)(cfg, run)
-        start = 0
-    summary = trainer.train(start)
+        check_run_config(cfg)
+    try:
+        if a.resume:
+            run, cfg, trainer, start = _resume(a, overrides)
+        else:
+            run, trainer, start = _start(cfg)
+        try:
+            summary = trainer.train(start)
+        except OSError as err:  # a full or read-only disk: what was written stays (history is written atomically)
+            from .es.history import RunFolderError
+
+            raise RunFolderError(f"training stopped: {err}. The run's history is intact; once the disk has room "
+                                 f"(or is writable) continue with: esopt train --resume {run.path}") from None
+    finally:
+        if run is not None:
+            run.unlock()  # the process ending releases it too; this is for callers in the same process
     _print_summary(summary)
     return 0
+
+
+def _start(cfg):
+    from .train.rundir import RunDir
+
+    run = RunDir.create(cfg)
+    print(f"[esopt] run folder: {run.path}", flush=True)
+    try:
+        trainer = _trainer_class(cfg)(cfg, run)
+    except BaseException:
+        _remove_if_empty(run)  # nothing trained: leave no orphan folder behind
+        raise
+    return run, trainer, 0
+
+
+def _resume(a, overrides):
+    from .train.preflight import check_run_config
+    from .train.resume_check import check_resume
+    from .train.rundir import RunDir
+
+    run = RunDir(Path(a.resume))
+    cfg = run.load_config(overrides)
+    if a.algo and a.algo != cfg.algo:
+        raise SystemExit(f"esopt: error: {a.resume} is a {cfg.algo} run; --algo {a.algo} cannot resume it")
+    check_run_config(cfg)
+    run.lock()
+    try:
+        check_resume(run, cfg)  # under the lock: what is done cannot change while we check
+        trainer = _trainer_class(cfg)(cfg, run)
+        start = trainer.resume()  # replays and verifies the history under the new config
+    except BaseException:
+        run.unlock()
+        raise
+    if overrides:  # e.g. es.generations=20 extends the run; later resumes see the same config
+        from .config import dump_config
+        from .es.history import atomic_write_text
+
+        atomic_write_text(run.config_path, dump_config(cfg))
+    return run, cfg, trainer, start
+
+
+def _remove_if_empty(run) -> None:
+    """Delete a run folder created by this process that holds nothing but its config and empty folders."""
+    import shutil
+
+    run.unlock()
+    files = [p for p in run.path.rglob("*") if p.is_file() and p.name not in ("config.yaml", ".lock")]
+    if not files:
+        shutil.rmtree(run.path, ignore_errors=True)
 
 
 def _trainer_class(cfg):
@@ -92,10 +142,16 @@ def cmd_eval(a) -> int:
 
         model, tok, cfg, n = load_run_weights(a.run_dir)
         if overrides:
+            from .train.preflight import check_env
+
             cfg = load_config(Path(a.run_dir) / "config.yaml", overrides)
+            check_env(cfg.env)
         label = f"{a.run_dir} after {n} generations"
     else:
+        from .train.preflight import check_run_config
+
         cfg = load_config(config or _default_config(), overrides + ([f"model={a.model}"] if a.model else []))
+        check_run_config(cfg)
         model, tok = load_model(cfg.model, cfg.runtime.dtype, cfg.runtime.device)
         label = cfg.model
     if cfg.runtime.threads:
@@ -265,14 +321,28 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def parse(argv=None):
+    """Parse the command line; config overrides (key=value) may come anywhere, also after options
+    (`esopt train CONFIG --algo grpo grpo.lr=1e-5`)."""
+    parser = build_parser()
+    a, extra = parser.parse_known_args(argv)
+    stray = [x for x in extra if x.startswith("-") or not hasattr(a, "args")]
+    if stray:
+        parser.error(f"unrecognized arguments: {' '.join(stray)}")
+    if extra:
+        a.args = list(a.args) + extra
+    return a
+
+
 def main(argv=None) -> int:
     from .config import ConfigError
+    from .es.history import RunFolderError
     from .models.loading import ModelError
 
-    a = build_parser().parse_args(argv)
+    a = parse(argv)
     try:
         return a.func(a)
-    except (ConfigError, ModelError, FileNotFoundError, FileExistsError) as err:
+    except (ConfigError, ModelError, RunFolderError, OSError) as err:
         print(f"esopt: error: {err}", file=sys.stderr)
         return 2
 

@@ -135,10 +135,16 @@ class Config(Strict):
     run: RunConfig = RunConfig()
 
     @model_validator(mode="after")
-    def _grpo_samples(self):
+    def _consistent(self):
         if self.algo == "grpo" and (self.grpo.temperature or self.agent.sampling.temperature) <= 0:
             raise ValueError("algo=grpo needs sampled training episodes (equal greedy episodes give no signal): "
                              "set grpo.temperature > 0 or agent.sampling.temperature > 0")
+        if self.algo == "es" and self.es.antithetic and self.es.population % 2:
+            raise ValueError(f"es.population must be even with es.antithetic=true (members come in +/- pairs), "
+                             f"got {self.es.population}")
+        if isinstance(self.es.scope, list) and not [p for p in self.es.scope if str(p).strip()]:
+            raise ValueError("es.scope is an empty list: give parameter name patterns (e.g. ['*.mlp.*']), "
+                             "or full / all_linear")
         return self
 
 
@@ -185,7 +191,11 @@ def parse_override(text: str) -> tuple[str, Any]:
         raise ConfigError(f"override {text!r} has no key")
     try:
         value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError:
+    except yaml.YAMLError as err:
+        if raw.lstrip().startswith(("[", "{")):  # a list or mapping that does not parse: say so, naming the key
+            problem = str(getattr(err, "problem", None) or err).splitlines()[0]
+            raise ConfigError(f"override {key}={raw} is not a valid YAML list or mapping ({problem}); "
+                              f"e.g. {key}=[a,b] (quote it in the shell)") from None
         value = raw
     return key, value
 

@@ -18,7 +18,7 @@ def load_run_weights(run_dir: str | Path, upto: int | None = None):
     """(model, tokenizer, cfg) with the run's weights after `upto` generations (default: all)."""
     run = RunDir(Path(run_dir))
     cfg = run.load_config()
-    model, tok = load_model(cfg.model, cfg.runtime.dtype, cfg.runtime.device)
+    model, tok = load_model(cfg.model, cfg.runtime.dtype, _usable(cfg.runtime.device))
     if cfg.algo == "grpo":  # a gradient run keeps its weights, not a seed history
         from .rl.checkpoint import load_weights
 
@@ -27,6 +27,20 @@ def load_run_weights(run_dir: str | Path, upto: int | None = None):
         return model, tok, cfg, int(load_weights(run.path, model)["step"])
     n = run.history().replay(make_perturber(model, cfg.es), upto=upto)
     return model, tok, cfg, n
+
+
+def _usable(device: str) -> str:
+    """The run's device, or the CPU where this machine lacks it: replay gives the same bits on
+    either (tests/es/test_cuda.py), so a GPU run exports and evaluates on a CPU-only machine."""
+    from .config import ConfigError
+    from .train.preflight import check_device
+
+    try:
+        check_device(device)
+        return device
+    except ConfigError:
+        print(f"[esopt] the run used runtime.device={device}, not available here: loading it on the CPU", flush=True)
+        return "cpu"
 
 
 def export_run(run_dir: str | Path, out_dir: str | Path, force: bool = False) -> dict:

@@ -45,6 +45,13 @@ def fsync_path(path: Path) -> None:
         os.close(fd)
 
 
+class RunFolderError(ValueError):
+    """A run folder that cannot be used as asked (a damaged history, another writer, ...): one line."""
+
+
+_RECORD_KEYS = ("generation", "seeds", "coefficients", "alpha", "population", "weights_hash")
+
+
 class History:
     def __init__(self, path: Path, records: list[dict] | None = None, meta: dict | None = None):
         self.path = Path(path)
@@ -56,8 +63,22 @@ class History:
         path = Path(path)
         if not path.exists():
             raise FileNotFoundError(f"no history at {path}: not a run folder, or no generation finished yet")
-        data = json.loads(path.read_text())
-        return cls(path, data.get("generations", []), data.get("meta", {}))
+        try:
+            data = json.loads(path.read_text())
+        except ValueError as err:
+            raise RunFolderError(f"{path} is not valid JSON ({err}): truncated or damaged; restore it from a "
+                                 "backup, or start a new run") from None
+        if not isinstance(data, dict) or not isinstance(data.get("generations", []), list) \
+                or not isinstance(data.get("meta") or {}, dict):
+            raise RunFolderError(f"{path} is not an esopt history (expected an object with a 'generations' list)")
+        records = data.get("generations", [])
+        for i, rec in enumerate(records):
+            if not isinstance(rec, dict) or any(k not in rec for k in _RECORD_KEYS):
+                raise RunFolderError(f"{path}: record {i} is not a generation record (needs {', '.join(_RECORD_KEYS)})")
+            if rec["generation"] != i:
+                raise RunFolderError(f"{path}: record {i} is generation {rec['generation']!r}; a history holds "
+                                     "generations 0..n-1 in order")
+        return cls(path, records, data.get("meta") or {})
 
     def append(self, record: dict) -> None:
         expected = len(self.records)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from ..config import ConfigError
 from . import kernels
 from .noise import CHUNK, GaussianNoise, chunk_slices
 from .rounding import LOW_PRECISION, ROUNDINGS, add_update, rounding_key
@@ -63,7 +64,7 @@ def select_parameters(model: nn.Module, scope: str | list[str] = "full") -> list
         patterns = list(scope)
         chosen = [(n, p) for n, p in named if any(fnmatch.fnmatchcase(n, pat) for pat in patterns)]
     if not chosen:
-        raise ValueError(f"parameter scope {scope!r} selects no parameters of this model")
+        raise ConfigError(f"es.scope {scope!r} selects no parameters of this model")
     return chosen
 
 

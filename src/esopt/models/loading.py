@@ -96,6 +96,7 @@ def resolve_model(name: str) -> str:
                 write_tiny(name, tmp)
                 os.replace(tmp, folder)
         return str(folder)
+    check_model_name(name)
     path = Path(name).expanduser()
     if path.exists():
         if not (path / "config.json").exists():
@@ -104,6 +105,27 @@ def resolve_model(name: str) -> str:
     if name.startswith((".", "/", "~")):
         raise ModelError(f"model folder {name} does not exist")
     return name  # a hub id
+
+
+def check_model_name(name: str) -> None:
+    """A ModelError (one line) for a name that is surely wrong, before anything loads: a local
+    path that does not exist, or a near miss of an esopt alias (instead of minutes of hub
+    retries offline). Other names are taken as Hugging Face hub ids."""
+    import difflib
+
+    if name in GGUF_ALIASES or name in TINY_ARCHS:
+        return
+    path = Path(name).expanduser()
+    if path.exists():
+        if not (path / "config.json").exists():
+            raise ModelError(f"model folder {path} has no config.json: not a Hugging Face model folder")
+        return
+    if name.startswith((".", "/", "~")):
+        raise ModelError(f"model folder {name} does not exist")
+    close = difflib.get_close_matches(name.lower(), ALIASES, n=1, cutoff=0.75)
+    if close and "/" not in name:
+        raise ModelError(f"unknown model {name!r}: did you mean {close[0]!r}? (esopt aliases: {', '.join(ALIASES)}; "
+                         "anything else is taken as a local folder or a Hugging Face hub id)")
 
 
 def load_model(name: str, dtype: str = "float32", device: str = "cpu"):

@@ -47,10 +47,19 @@ def pick(episodes: list[dict]) -> list[tuple[str, dict]]:
     return [("only", best)] if best is worst else [("best", best), ("worst", worst)]
 
 
+def turns_of(episode: dict) -> list[dict]:
+    """The episode's turns as dicts, whatever a damaged record holds (a turn that is not an
+    object is shown as its text)."""
+    turns = episode.get("turns")
+    if not isinstance(turns, list):
+        return []
+    return [t if isinstance(t, dict) else {"response": t} for t in turns]
+
+
 def turn_table(episode: dict) -> str:
     """Fallback view: one table row per turn (reply, parsed action, feedback, reward)."""
     rows = []
-    for k, t in enumerate(episode.get("turns") or [], 1):
+    for k, t in enumerate(turns_of(episode), 1):
         action = t.get("action")
         rows.append(f"<tr><td>{k}</td><td><pre>{escape(_clip(t.get('response')))}</pre></td>"
                     f"<td>{escape('none' if action is None else json.dumps(action))}</td>"
@@ -64,7 +73,7 @@ def turn_table(episode: dict) -> str:
 def render_episode(env_id: str, role: str, episode: dict, notes: list[str]) -> str:
     reward = episode.get("reward")
     head = [f"<b>{escape(role)}</b>", f"reward {reward:.3g}" if _num(reward) else f"reward {escape(str(reward))}",
-            f"solved {'yes' if episode.get('solved') else 'no'}", f"{len(episode.get('turns') or [])} turn(s)"]
+            f"solved {'yes' if episode.get('solved') else 'no'}", f"{len(turns_of(episode))} turn(s)"]
     for k in ("member", "group"):
         if k in episode:
             head.append(f"{k} {escape(str(episode[k]))}")
@@ -117,7 +126,7 @@ def viewer(run: RunData) -> Viewer:
                  + (f"; {bad} unreadable line(s) skipped" if bad else "") + "</p>"]
         if not chosen:
             inner.append('<p class="missing">No readable episode in this file.</p>')
-        elif len({e.get("reward") for e in episodes}) == 1 and len(episodes) > 1:
+        elif len({repr(e.get("reward")) for e in episodes}) == 1 and len(episodes) > 1:
             inner.append(f"<p>All {len(episodes)} episodes have reward {escape(str(episodes[0].get('reward')))}.</p>")
         inner += [render_episode(run.env_id, role, ep, notes) for role, ep in chosen]
         options.append(f'<option value="{key}">{escape(label)}</option>')

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import yaml
 
+from ..utils.jsonl import read_jsonl
+
 RUN_FILES = ("config.yaml", "history.json", "metrics.jsonl")
 _TRAJ = re.compile(r"^(eval_)?gen(\d+)\.jsonl$")
 
@@ -213,28 +215,6 @@ def _find_trajectories(run: RunData) -> None:
         run.missing.append("no held-out episodes for evaluation(s) after " + ", ".join(map(str, lost))
                            + " generation(s) (" + ", ".join(f"trajectories/eval_gen{g:04d}.jsonl" for g in lost)
                            + " missing)")
-
-
-def read_jsonl(path: Path) -> tuple[list[dict], int]:
-    """(parsed dict lines, number of unreadable lines)."""
-    rows, bad = [], 0
-    try:
-        text = Path(path).read_text(errors="replace")
-    except OSError:
-        return [], 1
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except ValueError:
-            bad += 1
-            continue
-        if isinstance(row, dict):
-            rows.append(row)
-        else:
-            bad += 1
-    return rows, bad
 
 
 def _short(err: Exception) -> str:

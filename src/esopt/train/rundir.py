@@ -1,12 +1,16 @@
 """The run folder: config, history, metrics JSONL, TensorBoard scalars, trajectories."""
 from __future__ import annotations
 
+import fcntl
 import json
+import os
+import sys
 import time
 from pathlib import Path
 
 from ..config import Config, dump_config, load_config
-from ..es.history import History, atomic_write_text
+from ..es.history import History, RunFolderError, atomic_write_text
+from ..utils.jsonl import read_jsonl
 
 
 class RunDir:
@@ -23,8 +27,36 @@ class RunDir:
             raise FileExistsError(f"run folder {path} already holds a run: use --resume {path} or another run.name")
         run = cls(path)
         run.trajectories.mkdir(parents=True, exist_ok=True)
+        run.lock()  # before the config: a second writer of the same name must not overwrite it
+        if holds_run(path):  # another writer finished a generation between the check and the lock
+            run.unlock()
+            raise FileExistsError(f"run folder {path} already holds a run: use --resume {path} or another run.name")
         atomic_write_text(path / "config.yaml", dump_config(cfg))
         return run
+
+    # ------------------------------------------------------------------ one writer
+    def lock(self) -> None:
+        """Take the run folder's writer lock: an OS lock on RUN/.lock that the kernel releases when
+        this process ends, however it ends. A second writer gets a RunFolderError naming the holder."""
+        if getattr(self, "_lock_fd", None) is not None:
+            return
+        fd = os.open(self.path / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            raise RunFolderError(f"{self.path} is being written by another esopt process (pid {holder}): "
+                                 "wait for it to finish or stop it (report and eval work meanwhile)") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        self._lock_fd = fd
+
+    def unlock(self) -> None:
+        fd = getattr(self, "_lock_fd", None)
+        if fd is not None:
+            os.close(fd)  # closing the descriptor releases the lock
+            self._lock_fd = None
 
     @property
     def config_path(self) -> Path:
@@ -41,8 +73,12 @@ class RunDir:
 
     def log(self, record: dict) -> None:
         record = {"time": time.time(), **record}
-        with open(self.path / "metrics.jsonl", "a") as f:
-            f.write(json.dumps(record) + "\n")
+        with open(self.path / "metrics.jsonl", "ab+") as f:
+            if f.seek(0, os.SEEK_END):
+                f.seek(-1, os.SEEK_END)
+                if f.read(1) != b"\n":  # a torn last line (full disk, kill mid-write) stays a line of its own
+                    f.write(b"\n")
+            f.write((json.dumps(record) + "\n").encode())
         tb = self.tensorboard()
         if tb is not None:
             step = record.get("generation", 0)
@@ -83,6 +119,7 @@ class RunDir:
     def close(self) -> None:
         if self._tb:
             self._tb.close()
+        self.unlock()
 
 
 def holds_run(path: Path) -> bool:
@@ -93,6 +130,11 @@ def holds_run(path: Path) -> bool:
 
 
 def _read_jsonl(path: Path) -> list[dict]:
+    """The JSON objects of a run's JSONL file; torn, garbage or non-object lines are skipped with
+    a warning: a damaged line never blocks resume, eval or report."""
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows, bad = read_jsonl(path)
+    if bad:
+        print(f"[esopt] warning: skipped {bad} unreadable line(s) of {path}", file=sys.stderr)
+    return rows
