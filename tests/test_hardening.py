@@ -56,7 +56,12 @@ def test_resume_refuses_overrides_that_change_the_history(finished_run, capsys, 
     line = one_error_line(capsys)
     assert f"{override.split('=')[0]} cannot change on resume" in line
     assert (finished_run / "config.yaml").read_bytes() == before  # nothing written
-    # still resumable, and a budget extension is allowed (and recorded only after the replay verified)
+
+
+def test_refused_resume_leaves_the_run_resumable_and_extensible(finished_run, capsys):
+    assert main(["train", "--resume", str(finished_run), "es.population=6", "es.generations=3"]) == 2
+    capsys.readouterr()
+    # a budget extension is allowed, and recorded only after the replay verified
     assert main(["train", "--resume", str(finished_run), "es.generations=3"]) == 0
     assert "generations: 3" in (finished_run / "config.yaml").read_text()
     assert len(json.loads((finished_run / "history.json").read_text())["generations"]) == 3
