@@ -98,7 +98,7 @@ def test_strategy_validation():
 
 def test_history_atomic_and_ordered(tmp_path):
     h = History(tmp_path / "history.json", meta={"x": 1})
-    h.append({"generation": 0, "seeds": [1], "coefficients": [0.0], "alpha": 0.1, "population": 1})
+    h.append({"generation": 0, "seeds": [1], "coefficients": [0.0], "alpha": 0.1, "population": 1, "weights_hash": "0" * 64})
     with pytest.raises(ValueError, match="expects generation 1"):
         h.append({"generation": 3})
     data = json.loads((tmp_path / "history.json").read_text())
