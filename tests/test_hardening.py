@@ -263,3 +263,11 @@ def test_a_gpu_runs_export_and_eval_work_on_a_cpu_only_machine(finished_run, tmp
     assert main(["eval", "--run", str(finished_run)]) == 0
     assert "not available here: loading it on the CPU" in capsys.readouterr().out
     assert os.path.exists(tmp_path / "hf" / "esopt_export.json")
+
+
+def test_demo_bad_input_is_one_line_before_any_folder(esopt_cache, tmp_path, capsys):
+    from esopt.demo import run
+
+    assert run(["configs/demo.yaml", *TINY_OVERRIDES, f"run.out_dir={tmp_path}", "env.blanks=40"]) == 2
+    assert "env.blanks=40 is out of range" in one_error_line(capsys)
+    assert not list(tmp_path.iterdir())

@@ -334,15 +334,20 @@ def parse(argv=None):
     return a
 
 
-def main(argv=None) -> int:
+def user_errors() -> tuple[type[BaseException], ...]:
+    """Errors a user can fix (bad settings, a damaged or busy run folder, a full disk): one line."""
     from .config import ConfigError
     from .es.history import RunFolderError
     from .models.loading import ModelError
 
+    return ConfigError, ModelError, RunFolderError, OSError
+
+
+def main(argv=None) -> int:
     a = parse(argv)
     try:
         return a.func(a)
-    except (ConfigError, ModelError, RunFolderError, OSError) as err:
+    except user_errors() as err:
         print(f"esopt: error: {err}", file=sys.stderr)
         return 2
 

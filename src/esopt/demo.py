@@ -7,6 +7,7 @@ import time
 
 from .config import load_config
 from .report import default_report_path
+from .train.preflight import check_run_config
 from .train.rundir import RunDir
 from .train.trainer import Trainer
 
@@ -14,6 +15,7 @@ from .train.trainer import Trainer
 def main(argv: list[str]) -> int:
     config = argv[0] if argv else "configs/demo.yaml"
     cfg = load_config(config, argv[1:])
+    check_run_config(cfg)  # one line, before a run folder exists
     if cfg.run.name is None:
         cfg.run.name = f"demo-seed{cfg.run.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
     run = RunDir.create(cfg)
@@ -43,5 +45,15 @@ def main(argv: list[str]) -> int:
     return 0
 
 
+def run(argv: list[str]) -> int:
+    from .cli import user_errors
+
+    try:
+        return main(argv)
+    except user_errors() as err:
+        print(f"esopt: error: {err}", file=sys.stderr)
+        return 2
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(run(sys.argv[1:]))
