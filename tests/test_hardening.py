@@ -119,7 +119,8 @@ def test_missing_history_with_trained_metrics_is_refused(finished_run, capsys):
 HOLDER = textwrap.dedent("""
     import sys, time
     from esopt.train.rundir import RunDir
-    RunDir(sys.argv[1]).lock()
+    run = RunDir(sys.argv[1])  # held: a RunDir dropped releases its lock
+    run.lock()
     print("locked", flush=True)
     time.sleep(600)
 """)
@@ -271,3 +272,15 @@ def test_demo_bad_input_is_one_line_before_any_folder(esopt_cache, tmp_path, cap
     assert run(["configs/demo.yaml", *TINY_OVERRIDES, f"run.out_dir={tmp_path}", "env.blanks=40"]) == 2
     assert "env.blanks=40 is out of range" in one_error_line(capsys)
     assert not list(tmp_path.iterdir())
+
+
+def test_a_second_writer_in_the_same_process_is_told_so(tmp_path):
+    from esopt.es.history import RunFolderError
+    from esopt.train.rundir import RunDir
+
+    first = RunDir(tmp_path)
+    first.lock()
+    with pytest.raises(RunFolderError, match="already open for writing in this process"):
+        RunDir(tmp_path).lock()
+    first.close()
+    RunDir(tmp_path).lock()  # released by close

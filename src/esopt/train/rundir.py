@@ -46,11 +46,17 @@ class RunDir:
         except BlockingIOError:
             holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
             os.close(fd)
+            if holder == str(os.getpid()):
+                raise RunFolderError(f"{self.path} is already open for writing in this process: close the earlier "
+                                     "RunDir (or let its run finish) first") from None
             raise RunFolderError(f"{self.path} is being written by another esopt process (pid {holder}): "
                                  "wait for it to finish or stop it (report and eval work meanwhile)") from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)
         self._lock_fd = fd
+
+    def __del__(self):  # a RunDir dropped without close() releases its lock too
+        self.unlock()
 
     def unlock(self) -> None:
         fd = getattr(self, "_lock_fd", None)
