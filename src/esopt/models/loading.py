@@ -96,15 +96,9 @@ def resolve_model(name: str) -> str:
                 write_tiny(name, tmp)
                 os.replace(tmp, folder)
         return str(folder)
-    check_model_name(name)
+    check_model_name(name)  # a missing or incomplete folder, or an alias typo: one line
     path = Path(name).expanduser()
-    if path.exists():
-        if not (path / "config.json").exists():
-            raise ModelError(f"model folder {path} has no config.json: not a Hugging Face model folder")
-        return str(path)
-    if name.startswith((".", "/", "~")):
-        raise ModelError(f"model folder {name} does not exist")
-    return name  # a hub id
+    return str(path) if path.exists() else name  # a local folder, else a hub id
 
 
 def check_model_name(name: str) -> None:

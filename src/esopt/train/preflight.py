@@ -4,17 +4,16 @@ from __future__ import annotations
 
 from ..config import ConfigError
 
-TASK_SOURCES = ("sudoku",)  # env.id values with train / validation / held-out task sets (train/tasks.py)
-
-
 def check_env(env) -> None:
-    from ..envs.sudoku_puzzles import MAX_BLANKS
+    from ..envs.sudoku_puzzles import check_blanks
+    from .tasks import TASK_SOURCES
 
     if env.id not in TASK_SOURCES:
         raise ConfigError(f"unknown env.id {env.id!r}; available: {', '.join(TASK_SOURCES)}")
-    hi = MAX_BLANKS[env.size]
-    if not 1 <= env.blanks <= hi:
-        raise ConfigError(f"env.blanks={env.blanks} is out of range for a {env.size}x{env.size} Sudoku: 1..{hi}")
+    try:
+        check_blanks(env.size, env.blanks)
+    except ValueError as err:
+        raise ConfigError(f"env.blanks={env.blanks} is out of range for a {env.size}x{env.size} Sudoku ({err})") from None
 
 
 def check_device(device: str) -> None:

@@ -24,9 +24,9 @@ def _get(cfg, dotted: str):
     return node
 
 
-def done_so_far(run) -> int:
-    """Generations (ES, from history.json) or steps (GRPO, from the last complete checkpoint) done."""
-    cfg = run.load_config()
+def done_so_far(run, cfg) -> int:
+    """Generations (ES, from history.json) or steps (GRPO, from the last complete checkpoint) done
+    in `run`, whose own config is `cfg`."""
     if cfg.algo == "grpo":
         from ..rl import checkpoint
 
@@ -52,7 +52,7 @@ def check_resume(run, new) -> None:
             raise RunFolderError(f"{key} cannot change on resume ({_get(old, key)!r} in {run.path}, {_get(new, key)!r} "
                                  f"given): the {'checkpoint' if old.algo == 'grpo' else 'history'} was made with it; "
                                  "start a new run for other settings")
-    done = done_so_far(run)
+    done = done_so_far(run, old)
     budget_key = "grpo.steps" if old.algo == "grpo" else "es.generations"
     if _get(new, budget_key) < done:
         raise RunFolderError(f"{budget_key}={_get(new, budget_key)} is fewer than the {done} already done in "

@@ -5,6 +5,8 @@ from ..envs import make
 from ..envs.sudoku import SudokuTasks
 from ..utils.seeding import derive_seed
 
+TASK_SOURCES = ("sudoku",)  # env.id values with train / validation / held-out task sets
+
 
 class TaskSource:
     """Builds ready-to-play envs for training (fresh per generation) and held-out evaluation."""
@@ -12,8 +14,8 @@ class TaskSource:
     def __init__(self, env_cfg, tasks_cfg, run_seed: int):
         self.env_cfg = env_cfg
         self.tasks_cfg = tasks_cfg
-        if env_cfg.id != "sudoku":
-            raise ValueError(f"env.id={env_cfg.id!r} has no task source yet; available: sudoku")
+        if env_cfg.id not in TASK_SOURCES:
+            raise ValueError(f"env.id={env_cfg.id!r} has no task source yet; available: {', '.join(TASK_SOURCES)}")
         self.pool = SudokuTasks(env_cfg.size, env_cfg.blanks, seed=derive_seed("tasks", run_seed),
                                 heldout_reserve=max(256, tasks_cfg.heldout),
                                 validation_reserve=max(256, tasks_cfg.validation) if tasks_cfg.validation else 0)
