@@ -48,7 +48,7 @@ def finished_run(trained, tmp_path, capsys):
 
 # ----------------------------------------------------------------- 1. no command can break a run
 
-@pytest.mark.parametrize("override", ["es.population=6", "model=tiny-qwen2", "runtime.dtype=bfloat16", "es.noise=table",
+@pytest.mark.parametrize("override", ["es.population=6", "model=tiny-qwen2", "runtime.dtype=bfloat16", "es.noise=gaussian",
                                       "run.seed=5", "es.shaping=centered_rank", "es.antithetic=false", "es.scope=all_linear"])
 def test_resume_refuses_overrides_that_change_the_history(finished_run, capsys, override):
     before = (finished_run / "config.yaml").read_bytes()

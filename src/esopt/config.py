@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 
 class ConfigError(ValueError):
@@ -70,12 +70,31 @@ class GRPOConfig(Strict):
     checkpoint_every: int = Field(0, ge=0)  # also checkpoint every N steps (0: only at the end)
 
 
+class WebConfig(Strict):
+    """env.id=browsergym: the browser and what an episode may do in it."""
+
+    max_live: int = Field(16, ge=1)  # episodes with an open browser context at once (the rest wait their turn)
+    obs_max_chars: int = Field(4000, ge=200)  # page text per observation; longer pages are cut
+    allowed_hosts: list[str] = ["127.0.0.1", "localhost"]  # http(s) hosts pages and goto() may reach
+    timeout_ms: int = Field(5000, ge=100)  # every browser call of an action
+    chromium: str | None = None  # executable; none: chromium / chromium-browser / google-chrome on PATH
+    headless: bool = True
+
+
 class EnvConfig(Strict):
     id: str = "sudoku"
-    size: Literal[4, 9] = 4
-    blanks: int = Field(2, ge=1)
-    max_turns: int | None = Field(None, ge=1)
-    reward: Literal["binary", "partial"] = "partial"
+    size: Literal[4, 9] = 4  # sudoku
+    blanks: int = Field(2, ge=1)  # sudoku
+    max_turns: int | None = Field(None, ge=1)  # none: the env's default (sudoku 3 x blanks, browsergym 10)
+    reward: Literal["binary", "partial"] = "partial"  # sudoku
+    # browsergym: BrowserGym task ids (miniwob.click-button, esopt-webshop.3, ...) or <namespace>.*
+    task: list[str] = []
+    web: WebConfig = WebConfig()
+
+    @field_validator("task", mode="before")
+    @classmethod
+    def _task_list(cls, v):
+        return [t.strip() for t in v.split(",") if t.strip()] if isinstance(v, str) else v
 
 
 class TasksConfig(Strict):

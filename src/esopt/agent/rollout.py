@@ -52,8 +52,11 @@ class AgentContext:
 def rollout(policy, envs, tasks: list[str], observations: list[str], context: AgentContext,
             max_new_tokens: int, sampling: Sampling = Sampling(), seed: int = 0,
             failure_reward: float = 0.0, on_turn=None, row_context=None, record_ids: bool = False,
-            row_groups: list | None = None) -> list[Episode]:
-    """Play every env (already reset, with its first observation) to the end.
+            row_groups: list | None = None, max_live: int | None = None) -> list[Episode]:
+    """Play every env to the end. An env comes already reset with its first observation, or
+    with None in ``observations``: then it is reset when its episode starts, and at most
+    ``max_live`` episodes (None: all) are under way at once; the next waiting one starts as
+    soon as one ends (browser episodes hold a page each while they run).
 
     row_context(episode indices) -> context manager, if given, wraps each batched
     generation of those episodes (low-rank members: one member per row); row_groups
@@ -62,12 +65,23 @@ def rollout(policy, envs, tasks: list[str], observations: list[str], context: Ag
     record_ids: each turn also keeps `prompt_ids` and `token_ids`, the exact prompt
     and generated tokens (the policy must accept generate(..., token_ids=list)).
     """
-    episodes = [Episode(task=t, observation0=o) for t, o in zip(tasks, observations)]
+    episodes = [Episode(task=t, observation0=o or "") for t, o in zip(tasks, observations)]
     current = list(observations)
+    waiting = [i for i, o in enumerate(observations) if o is None][::-1]  # popped from the end: in order
     past: list[list[tuple[str, str]]] = [[] for _ in envs]
     turn = 0
     while True:
-        live = [i for i, ep in enumerate(episodes) if not ep.done]
+        live = [i for i, ep in enumerate(episodes) if not ep.done and current[i] is not None]
+        while waiting and (max_live is None or len(live) < max_live):
+            i = waiting.pop()
+            try:
+                current[i], _ = envs[i].reset()
+                episodes[i].observation0 = current[i]
+                live.append(i)
+            except Exception:
+                episodes[i].error = traceback.format_exc()
+                episodes[i].reward, episodes[i].done = failure_reward, True
+        live.sort()
         if not live:
             return episodes
         convs = [context.conversation(past[i], current[i]) for i in live]

@@ -6,6 +6,16 @@ from esopt.envs.sudoku import SudokuEnv, SudokuTasks, generate_puzzle, parse_act
 from esopt.envs.sudoku_render import render_sudoku_episode
 
 register("sudoku", SudokuEnv)
+
+
+def _browsergym_env(**kwargs) -> TextEnv:
+    """env.id=browsergym (esopt.envs.web_env); imported on first use: BrowserGym is an optional extra."""
+    from esopt.envs.web_env import BrowserGymEnv
+
+    return BrowserGymEnv(**kwargs)
+
+
+register("browsergym", _browsergym_env)
 register_renderer("sudoku", render_sudoku_episode)
 
 __all__ = ["TextEnv", "make", "register", "list_envs", "register_renderer", "renderer_for", "SudokuEnv", "SudokuTasks",

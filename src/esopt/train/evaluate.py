@@ -13,10 +13,15 @@ def sampling_of(agent_cfg) -> Sampling:
     return Sampling(s.temperature, s.top_p, s.top_k)
 
 
+def max_live_of(cfg) -> int | None:
+    """Episodes under way at once: env.web.max_live for browser episodes, else all of them."""
+    return cfg.env.web.max_live if cfg.env.id == "browsergym" else None
+
+
 def run_episodes(policy, envs, ids, obs, cfg, seed: int, on_turn=None, row_context=None, row_groups=None):
     return rollout(policy, envs, ids, obs, AgentContext.from_config(cfg.agent), cfg.agent.max_new_tokens,
                    sampling_of(cfg.agent), seed=seed, failure_reward=cfg.run.failure_reward, on_turn=on_turn,
-                   row_context=row_context, row_groups=row_groups)
+                   row_context=row_context, row_groups=row_groups, max_live=max_live_of(cfg))
 
 
 def mean_se(values: list[float]) -> tuple[float, float]:

@@ -10,10 +10,33 @@ def check_env(env) -> None:
 
     if env.id not in TASK_SOURCES:
         raise ConfigError(f"unknown env.id {env.id!r}; available: {', '.join(TASK_SOURCES)}")
+    if env.id == "browsergym":
+        check_web_env(env)
+        return
     try:
         check_blanks(env.size, env.blanks)
     except ValueError as err:
         raise ConfigError(f"env.blanks={env.blanks} is out of range for a {env.size}x{env.size} Sudoku ({err})") from None
+
+
+def check_web_env(env) -> None:
+    """env.id=browsergym: tasks named and known, their packages importable, a chromium to drive."""
+    if not env.task:
+        raise ConfigError("env.id=browsergym needs env.task: BrowserGym task ids, e.g. env.task=miniwob.click-button")
+    try:
+        from ..envs.web_browser import find_chromium
+        from ..envs.web_tasks import WebTaskSet, expand, task_entrypoint
+    except ImportError as err:
+        raise ConfigError(f"env.id=browsergym needs BrowserGym ({err}); pip install 'esopt[web]' "
+                          f"(make install does)") from None
+    try:
+        tasks = expand(env.task)
+        for task in tasks:
+            task_entrypoint(task)
+        WebTaskSet(tasks, 0)
+        find_chromium(env.web.chromium)
+    except (ValueError, FileNotFoundError) as err:
+        raise ConfigError(str(err)) from None
 
 
 def check_device(device: str) -> None:

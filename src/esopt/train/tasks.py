@@ -5,17 +5,28 @@ from ..envs import make
 from ..envs.sudoku import SudokuTasks
 from ..utils.seeding import derive_seed
 
-TASK_SOURCES = ("sudoku",)  # env.id values with train / validation / held-out task sets
+TASK_SOURCES = ("sudoku", "browsergym")  # env.id values with train / validation / held-out task sets
 
 
-class TaskSource:
-    """Builds ready-to-play envs for training (fresh per generation) and held-out evaluation."""
+def TaskSource(env_cfg, tasks_cfg, run_seed: int):
+    """The task source of ``env_cfg.id``: ``train(n, generation, repeat)``, ``validation()``, ``heldout()``,
+    each returning (envs, task ids, first observations); an observation of None means the env is reset
+    when its episode starts (rollout's ``max_live``)."""
+    if env_cfg.id == "sudoku":
+        return SudokuSource(env_cfg, tasks_cfg, run_seed)
+    if env_cfg.id == "browsergym":
+        return WebSource(env_cfg, tasks_cfg, run_seed)
+    raise ValueError(f"env.id={env_cfg.id!r} has no task source yet; available: {', '.join(TASK_SOURCES)}")
+
+
+class SudokuSource:
+    """Builds ready-to-play Sudoku envs for training (fresh per generation), validation and held-out."""
+
+    max_live = None  # every episode plays at once
 
     def __init__(self, env_cfg, tasks_cfg, run_seed: int):
         self.env_cfg = env_cfg
         self.tasks_cfg = tasks_cfg
-        if env_cfg.id not in TASK_SOURCES:
-            raise ValueError(f"env.id={env_cfg.id!r} has no task source yet; available: {', '.join(TASK_SOURCES)}")
         self.pool = SudokuTasks(env_cfg.size, env_cfg.blanks, seed=derive_seed("tasks", run_seed),
                                 heldout_reserve=max(256, tasks_cfg.heldout),
                                 validation_reserve=max(256, tasks_cfg.validation) if tasks_cfg.validation else 0)
@@ -43,3 +54,33 @@ class TaskSource:
     def validation(self):
         """The validation puzzles (tasks.validation of them; none without a validation split)."""
         return self._envs(self.pool.validation(self.tasks_cfg.validation) * self.tasks_cfg.heldout_repeats)
+
+
+class WebSource:
+    """BrowserGym episodes (task id, seed) per split; envs are reset only when their episode starts,
+    at most env.web.max_live at a time, so a split of hundreds does not open hundreds of pages."""
+
+    def __init__(self, env_cfg, tasks_cfg, run_seed: int):
+        from ..envs.web_tasks import WebTaskSet, expand
+
+        self.env_cfg = env_cfg
+        self.tasks_cfg = tasks_cfg
+        self.max_live = env_cfg.web.max_live
+        self.set = WebTaskSet(expand(env_cfg.task), run_seed)
+
+    def _envs(self, episodes):
+        w = self.env_cfg.web
+        envs = [make("browsergym", task=task, seed=seed, max_turns=self.env_cfg.max_turns,
+                     obs_max_chars=w.obs_max_chars, allowed_hosts=w.allowed_hosts, timeout_ms=w.timeout_ms,
+                     chromium=w.chromium, headless=w.headless) for task, seed in episodes]
+        return envs, [f"{task}#{seed}" for task, seed in episodes], [None] * len(envs)
+
+    def train(self, n: int, generation: int, repeat: int = 1):
+        key = generation if self.tasks_cfg.fresh_each_generation else 0
+        return self._envs([e for e in self.set.train(n, key) for _ in range(repeat)])
+
+    def heldout(self):
+        return self._envs(self.set.heldout(self.tasks_cfg.heldout) * self.tasks_cfg.heldout_repeats)
+
+    def validation(self):
+        return self._envs(self.set.validation(self.tasks_cfg.validation) * self.tasks_cfg.heldout_repeats)
