@@ -157,12 +157,12 @@ def _orders(conn, seed, products) -> None:
     rng = _rng(seed, "orders")
     user = conn.execute("SELECT full_name FROM users WHERE id=?", (DEFAULT_USER,)).fetchone()[0]
     streets = ["12 Elm Street", "4 Harbour Road", "77 Mill Lane", "9 Station Square"]
+    recent = ["shipped"] * 3 + ["cancelled"] * 2 + ["pending"] * 3 + ["delivered"] * 2
+    rng.shuffle(recent)
+    statuses = ["delivered"] * 10 + recent  # older orders have all arrived
     day = 0
-    for oid in range(1, 17):
-        day += rng.randrange(8, 30)
-        status = "delivered" if oid <= 9 else rng.choice(ORDER_STATUSES)
-        if oid in (14, 16):
-            status = "pending"
+    for oid, status in enumerate(statuses, start=1):
+        day += rng.randrange(6, 25)
         ship = rng.choice(SHIPPING)
         items = rng.sample(products, rng.randrange(1, 4))
         lines = [(oid, pid, rng.randrange(1, 4), price) for pid, _, price in items]
