@@ -22,7 +22,9 @@ Eval types (``eval.eval_types``; a task passes only if every listed type passes)
 ``db_match`` (esopt's own)
     For each ``{sql, params, expected}`` in ``eval.db_match``: the rows of the
     read-only query must equal ``expected`` (a list of rows, in order); text
-    values are compared after normalisation, numbers as numbers.
+    values are compared after normalisation, numbers as numbers (JSON
+    ``true``/``false`` count as 1/0, as SQLite stores them); a number never
+    equals a text.
 """
 
 from __future__ import annotations
@@ -42,8 +44,13 @@ STATE_TYPES = ("url_match", "program_html", "db_match")  # judged from the site,
 
 def normalise(text: str) -> str:
     text = " ".join(unicodedata.normalize("NFKC", str(text)).casefold().split())
-    text = text.strip().strip("\"'\u201c\u201d\u2018\u2019`").strip()
-    return text[:-1].rstrip() if text.endswith(".") else text
+    previous = None
+    while text != previous:  # 'answer'. and "answer." both become answer
+        previous = text
+        text = text.strip("\"'\u201c\u201d\u2018\u2019` ")
+        if text.endswith("."):
+            text = text[:-1]
+    return text
 
 
 def includes(text: str, item: str) -> bool:
@@ -86,8 +93,6 @@ def url_matches(url: str, reference: str) -> bool:
 
 
 def _same_value(got, want) -> bool:
-    if isinstance(want, bool) or isinstance(got, bool):
-        return got == want
     if isinstance(want, (int, float)) and isinstance(got, (int, float)):
         return abs(got - want) < 1e-9
     if isinstance(want, str) and isinstance(got, str):

@@ -15,6 +15,8 @@ from html.parser import HTMLParser
 
 _VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
 _SKIP_TEXT = {"script", "style", "head", "title"}
+_SELF_CLOSING_SIBLINGS = {"li", "p", "option", "tr", "td", "th", "dt", "dd"}  # an open one ends at the next
+_SCOPES = {"ul", "ol", "table", "tbody", "thead", "select", "dl", "body", "article", "main", "form", "div"}
 _PART = re.compile(r"""([a-zA-Z][a-zA-Z0-9-]*|\*)?((?:\#[\w-]+|\.[\w-]+|\[[\w-]+(?:=(?:"[^"]*"|'[^']*'|[\w-]+))?\])*)""")
 _SIMPLE = re.compile(r"""\#([\w-]+)|\.([\w-]+)|\[([\w-]+)(?:=(?:"([^"]*)"|'([^']*)'|([\w-]+)))?\]""")
 
@@ -47,6 +49,13 @@ class _TreeBuilder(HTMLParser):
         self.current = self.root
 
     def handle_starttag(self, tag, attrs):
+        if tag in _SELF_CLOSING_SIBLINGS:  # <li>a<li>b: the second <li> ends the first
+            node = self.current
+            while node is not self.root and node.tag not in _SCOPES:
+                if node.tag == tag:
+                    self.current = node.parent
+                    break
+                node = node.parent
         node = Node(tag, {k: v or "" for k, v in attrs}, self.current)
         self.current.children.append(node)
         if tag not in _VOID:

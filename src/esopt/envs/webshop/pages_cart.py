@@ -101,6 +101,9 @@ def checkout(db, request: Request):
 
 @route("POST", r"/checkout")
 def place_order(db, request: Request):
+    lines = _lines(db)
+    if not lines:
+        raise BadRequest("Your cart is empty, so there is nothing to check out")
     values = {k: " ".join(request.arg(k).split())[:200] for k in ("name", "street", "city")}
     values["shipping"] = request.arg("shipping")
     try:
@@ -110,9 +113,6 @@ def place_order(db, request: Request):
         ship = request.choice("shipping", "Shipping method", [k for k, _, _ in SHIPPING], "standard")
     except BadRequest as exc:
         return _checkout_form(db, request, str(exc), values)
-    lines = _lines(db)
-    if not lines:
-        raise BadRequest("Your cart is empty")
     short = [n for _, n, _, q, stock in lines if q > stock]
     if short:
         return _checkout_form(db, request, f"Not enough stock for: {', '.join(short)}", values)

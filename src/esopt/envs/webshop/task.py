@@ -15,6 +15,9 @@ When an episode is done (``validate``):
 - No message yet, and the task has only state types (``url_match``,
   ``program_html``, ``db_match``): done with reward 1 as soon as all of them
   pass, so an agent need not announce that it finished.
+- A page of the browser shows something that is not the site and that the
+  request guard could not stop (``data:``, ``chrome:`` URLs): the page is
+  blanked and the episode ends with reward 0 (``info["left_site"]``).
 - Otherwise not done, reward 0. ``report_infeasible`` ends the episode through
   BrowserGym with reward 0 (every shipped task is feasible).
 """
@@ -33,6 +36,7 @@ from esopt.envs.webshop.server import ShopSite
 from esopt.envs.webshop.taskset import get_task, load_tasks
 
 ENV_PREFIX = "esopt-webshop"
+_HARMLESS = ("about:blank", "chrome-error://chromewebdata/")  # pages an aborted or new-tab navigation shows
 
 
 def final_answer(chat_messages) -> str | None:
@@ -86,6 +90,10 @@ class WebShopTask(AbstractBrowserTask):
         answer = final_answer(chat_messages)
         types = self.config["eval"]["eval_types"]
         info = {"task_id": self.task_id, "blocked_requests": len(self.blocked)}
+        left = self._leave_foreign_pages(page)
+        if left:
+            info["left_site"] = left
+            return 0.0, True, "", info
         if answer is None and "string_match" in types:
             return 0.0, False, "", info
         # without an answer only the state types can be judged (string_match tasks returned above)
@@ -102,6 +110,27 @@ class WebShopTask(AbstractBrowserTask):
             self.site = None
 
     # -- helpers ----------------------------------------------------------------
+
+    def _leave_foreign_pages(self, page: playwright.sync_api.Page) -> list[str]:
+        """URLs of open pages outside the site that routing cannot stop (``data:``, ``chrome:``, ...).
+
+        Requests to other hosts and to ``file:`` are aborted by the route guard
+        and end on Chromium's error page, which is allowed, as is
+        ``about:blank``. Any other page is blanked before the observation is
+        taken, and the episode ends (see the module docstring).
+        """
+        own = urlsplit(self.site.base_url).netloc
+        left = []
+        for other in page.context.pages:
+            parts = urlsplit(other.url)
+            if (parts.scheme in ("http", "https") and parts.netloc == own) or other.url in _HARMLESS:
+                continue
+            left.append(other.url[:200])
+            try:
+                other.goto("about:blank")
+            except playwright.sync_api.Error:
+                other.close()
+        return left
 
     def fetch(self, url: str) -> str:
         """A page of this episode's site as text ('' for any other URL or an error status)."""
