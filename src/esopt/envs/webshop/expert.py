@@ -6,8 +6,9 @@ as an LLM agent's would be. It picks element ids by role and accessible name
 from the observation (:mod:`observe`) and reads answers off the page (table
 cells, lines of text), never from the task's reference answers.
 
-    python -m esopt.envs.webshop.expert            # every task; prints one line per task
-    python -m esopt.envs.webshop.expert 3 17 42    # some tasks
+    python -m esopt.envs.webshop.expert                       # every task; one line per task, RESULT lines
+    python -m esopt.envs.webshop.expert 3 17 42               # some tasks
+    python -m esopt.envs.webshop.expert --json expert.json    # also every run (steps, seconds, actions)
 
 A plan is a generator: it yields an action, receives the next observation,
 and so on; it may stop early when the environment ends the episode.
@@ -214,9 +215,12 @@ def _listing(inst: dict, obs: dict) -> Plan:
     yield click(obs, "button", "Apply")
 
 
+MAX_RETRIES = 3  # per episode: BrowserGym gives each click/fill 500 ms, which a loaded machine can miss
+
+
 @dataclass
 class ExpertRun:
-    """One expert episode: reward, whether the env ended it, steps taken, seconds, and what went wrong."""
+    """One expert episode: reward, whether the env ended it, steps taken (retries included), seconds, errors."""
 
     task_id: int
     reward: float
@@ -224,26 +228,38 @@ class ExpertRun:
     steps: int
     seconds: float
     actions: list[str]
+    retries: int = 0
     error: str = ""
 
 
 def run_expert(env, task: dict, seed: int = 0) -> ExpertRun:
-    """Play ``task`` in the gym ``env`` (made for that task) with the scripted plan of its kind."""
+    """Play ``task`` in the gym ``env`` (made for that task) with the scripted plan of its kind.
+
+    An action that times out (BrowserGym's 500 ms per element action) without
+    the page having moved is sent again, up to :data:`MAX_RETRIES` times per
+    episode; a retry counts as a step. A timeout after which the URL changed
+    took effect (the click started a navigation) and the plan goes on.
+    """
     start = time.perf_counter()
     actions: list[str] = []
-    reward, done, error = 0.0, False, ""
+    reward, done, error, retries = 0.0, False, "", 0
     try:
         obs, _ = env.reset(seed=seed)
         steps = PLANS[task["kind"]](task["instantiation_dict"], obs)
         action = next(steps)
         while True:
+            before = obs["url"]
             actions.append(action)
             obs, reward, terminated, truncated, _ = env.step(action)
-            if obs["last_action_error"]:
-                raise RuntimeError(f"step {len(actions)} {action}: {obs['last_action_error']}")
             done = terminated or truncated
+            failed = obs["last_action_error"]
             if done:
                 break
+            if failed and failed.startswith("TimeoutError") and obs["url"] == before and retries < MAX_RETRIES:
+                retries += 1
+                continue
+            if failed and not (failed.startswith("TimeoutError") and obs["url"] != before):
+                raise RuntimeError(f"step {len(actions)} {action}: {failed}")
             try:
                 action = steps.send(obs)
             except StopIteration:
@@ -251,28 +267,50 @@ def run_expert(env, task: dict, seed: int = 0) -> ExpertRun:
     except Exception as exc:  # noqa: BLE001 - reported per task, the sweep goes on
         error = f"{type(exc).__name__}: {exc}"
     return ExpertRun(task["task_id"], float(reward), bool(done), len(actions), time.perf_counter() - start, actions,
-                     error)
+                     retries, error)
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the expert on all tasks (or the ids given); ``--json PATH`` also writes every run to PATH."""
+    import json
+    import platform
+    import statistics
+
     from esopt.envs.webshop.task import make_env
     from esopt.envs.webshop.taskset import get_task, load_tasks
 
-    argv = sys.argv[1:] if argv is None else argv
+    argv = list(sys.argv[1:] if argv is None else argv)
+    out = None
+    if "--json" in argv:
+        at = argv.index("--json")
+        out = argv[at + 1]
+        del argv[at:at + 2]
     tasks = [get_task(int(a)) for a in argv] if argv else load_tasks()
-    failures = 0
+    runs = []
     for task in tasks:
         env = make_env(task["task_id"])
         try:
             run = run_expert(env, task)
         finally:
             env.close()
-        ok = run.reward == 1.0 and run.done
-        failures += not ok
+        runs.append(run)
         print(f"task {run.task_id:3d} {task['kind']:22s} reward={run.reward:.0f} done={run.done} steps={run.steps:2d} "
-              f"{run.seconds:5.1f}s {run.error}", flush=True)
-    print(f"RESULT expert_success={len(tasks) - failures}/{len(tasks)}")
-    return 1 if failures else 0
+              f"retries={run.retries} {run.seconds:5.1f}s {run.error}", flush=True)
+    solved = sum(r.reward == 1.0 and r.done for r in runs)
+    steps = [r.steps for r in runs]
+    secs = [r.seconds for r in runs]
+    if out:
+        record = {"machine": platform.node(), "cpus": __import__("os").cpu_count(),
+                  "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "solved": solved, "tasks": len(runs),
+                  "runs": [{**r.__dict__, "kind": t["kind"]} for r, t in zip(runs, tasks)]}
+        with open(out, "w", encoding="utf-8") as fh:
+            json.dump(record, fh, indent=1)
+    print(f"RESULT expert_solved={solved}/{len(runs)}")
+    print(f"RESULT expert_steps_min_median_max={min(steps)}/{statistics.median(steps):g}/{max(steps)}")
+    print(f"RESULT expert_seconds_per_task_median={statistics.median(secs):.1f}")
+    print(f"RESULT expert_retries={sum(r.retries for r in runs)}")
+    print(f"RESULT expert_seconds_total={sum(secs):.0f}")
+    return 0 if solved == len(runs) else 1
 
 
 if __name__ == "__main__":

@@ -19,9 +19,6 @@ class Markup(str):
     __slots__ = ()
 
 
-Child = "Markup | str | int | float | None | list | tuple"
-
-
 def render(child) -> Markup:
     """``child`` as HTML: Markup kept, text escaped, lists joined, None and False dropped."""
     if child is None or child is False:
