@@ -1,0 +1,23 @@
+"""A local, offline web shop (catalogue, cart, checkout, orders, account, forum) with WebArena-format tasks.
+
+``ShopSite`` serves the site; ``load_tasks`` reads the shipped tasks; ``evaluate``
+scores them. The BrowserGym side (``WebShopTask``, ``register_webshop_tasks``,
+``make_env``) needs browsergym and playwright and is imported on first use.
+See docs/webshop.md.
+"""
+
+from esopt.envs.webshop.evaluate import evaluate
+from esopt.envs.webshop.server import ShopSite
+from esopt.envs.webshop.taskset import SPLITS, get_task, load_tasks
+
+_LAZY = {"WebShopTask", "register_webshop_tasks", "make_env"}
+
+__all__ = ["ShopSite", "SPLITS", "evaluate", "get_task", "load_tasks", *sorted(_LAZY)]
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        from esopt.envs.webshop import task
+
+        return getattr(task, name)
+    raise AttributeError(f"module 'esopt.envs.webshop' has no attribute {name!r}")
