@@ -2,7 +2,6 @@
 a scripted solver through the text interface, unsafe replies, blocked navigation, a crashed browser."""
 from __future__ import annotations
 
-import re
 
 import pytest
 
@@ -13,6 +12,7 @@ from esopt.envs.base import TextEnv
 pytest.importorskip("browsergym.core")
 
 from esopt.envs.web_browser import MemoryChat, url_allowed  # noqa: E402
+from esopt.bench.web import scripted_reply  # noqa: E402
 from esopt.envs.web_tasks import WebTaskSet, expand, namespace_of, task_settings  # noqa: E402
 
 
@@ -136,26 +136,6 @@ def test_rollout_starts_lazy_episodes_at_most_max_live_at_once():
 
 
 # -- in a real browser ------------------------------------------------------------------------
-_BUTTON = re.compile(r"^\s*\[(\w+)\] button '([^']*)'", re.M)
-_TEXTBOX = re.compile(r"^\s*\[(\w+)\] textbox '[^']*'(?:.*?value='([^']*)')?", re.M)
-
-
-def scripted_reply(task: str, obs: str) -> str:
-    """A solver that reads only the observation text, as the model does: it fills what is not
-    filled yet, then presses the button (so an action that timed out is simply tried again)."""
-    goal = obs.split("\n", 1)[0]
-    buttons = {name.lower(): bid for bid, name in _BUTTON.findall(obs)}
-    boxes = _TEXTBOX.findall(obs)
-    quoted = re.findall(r'"([^"]*)"', goal)
-    if task == "miniwob.click-button":
-        return f"click('{buttons[quoted[0].lower()]}')"
-    wanted = quoted[:1] if task == "miniwob.enter-text" else quoted[:2]
-    for (bid, value), text in zip(boxes, wanted):
-        if value not in (text, "\u2022" * len(text)):  # password fields show bullets
-            return f"fill('{bid}', {text!r})"
-    return f"Action: click('{buttons['submit' if task == 'miniwob.enter-text' else 'login']}')"
-
-
 @pytest.fixture
 def browser_env():
     from esopt.envs import make

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 from shop_client import get, post, raw
@@ -40,19 +39,6 @@ def test_start_binds_loopback_on_a_free_port_and_stop_frees_it():
         a.db_query("SELECT 1")
     with pytest.raises(OSError):
         get(url_a, "/")
-
-
-def test_start_is_fast_once_the_world_is_built():
-    with ShopSite(0):
-        pass  # builds and caches the world of seed 0
-    times = []
-    for _ in range(3):
-        site = ShopSite(0)
-        t = time.perf_counter()
-        site.start()
-        times.append(time.perf_counter() - t)
-        site.stop()
-    assert min(times) < 0.2, times
 
 
 @pytest.mark.parametrize("path", PAGES)

@@ -12,7 +12,12 @@ from esopt.envs.webshop.taskset import SPLITS, get_task, load_tasks
 
 _LAZY = {"WebShopTask", "register_webshop_tasks", "make_env"}
 
-__all__ = ["ShopSite", "SPLITS", "evaluate", "get_task", "load_tasks", *sorted(_LAZY)]
+__all__ = ["ShopSite", "SPLITS", "evaluate", "get_task", "load_tasks", "task_split", *sorted(_LAZY)]
+
+
+def task_split(task_id: str) -> str:
+    """The split of BrowserGym task ``esopt-webshop.<n>`` (env.id=browsergym keeps each task in its split)."""
+    return get_task(int(task_id.split(".", 1)[1]))["split"]
 
 
 def __getattr__(name: str):
