@@ -52,7 +52,7 @@ class AgentContext:
 def rollout(policy, envs, tasks: list[str], observations: list[str], context: AgentContext,
             max_new_tokens: int, sampling: Sampling = Sampling(), seed: int = 0,
             failure_reward: float = 0.0, on_turn=None, row_context=None, record_ids: bool = False,
-            row_groups: list | None = None) -> list[Episode]:
+            row_groups: list | None = None, kv_reuse: str = "auto") -> list[Episode]:
     """Play every env (already reset, with its first observation) to the end.
 
     row_context(episode indices) -> context manager, if given, wraps each batched
@@ -61,7 +61,26 @@ def rollout(policy, envs, tasks: list[str], observations: list[str], context: Ag
     encoding of the common prompt prefix.
     record_ids: each turn also keeps `prompt_ids` and `token_ids`, the exact prompt
     and generated tokens (the policy must accept generate(..., token_ids=list)).
+    kv_reuse: auto keeps each episode's keys/values across its turns when history is
+    full and the policy offers new_turn_cache() (agent.kv_reuse; models/turncache.py),
+    so a turn encodes only its new tokens; off re-encodes every prompt. The cache is
+    made here and dropped on return: it holds keys/values of this call's weights only.
     """
+    if kv_reuse not in ("auto", "off"):
+        raise ValueError(f"agent.kv_reuse must be auto or off, got {kv_reuse!r}")
+    turn_cache = None
+    if kv_reuse == "auto" and context.history == "full" and hasattr(policy, "new_turn_cache"):
+        turn_cache = policy.new_turn_cache()
+    try:
+        return _play(policy, envs, tasks, observations, context, max_new_tokens, sampling, seed, failure_reward,
+                     on_turn, row_context, record_ids, row_groups, turn_cache)
+    finally:
+        if turn_cache is not None:
+            turn_cache.disable("rollout ended")  # frees every episode's keys/values
+
+
+def _play(policy, envs, tasks, observations, context, max_new_tokens, sampling, seed, failure_reward, on_turn,
+          row_context, record_ids, row_groups, turn_cache) -> list[Episode]:
     episodes = [Episode(task=t, observation0=o) for t, o in zip(tasks, observations)]
     current = list(observations)
     past: list[list[tuple[str, str]]] = [[] for _ in envs]
@@ -76,6 +95,8 @@ def rollout(policy, envs, tasks: list[str], observations: list[str], context: Ag
         extra = ({"row_context": ctx} if ctx else {}) | ({"token_ids": ids} if record_ids else {})
         if ctx and row_groups is not None:
             extra["row_groups"] = [row_groups[i] for i in live]
+        if turn_cache is not None:
+            extra |= {"turn_cache": turn_cache, "cache_keys": live}
         replies = policy.generate(convs, max_new_tokens, sampling, seed=seed + 7919 * turn, **extra)
         for k, (i, reply) in enumerate(zip(live, replies)):
             ep = episodes[i]
@@ -93,6 +114,8 @@ def rollout(policy, envs, tasks: list[str], observations: list[str], context: Ag
             current[i] = obs
             if terminated or truncated:
                 ep.done, ep.solved = True, bool(info.get("solved", False))
+        if turn_cache is not None:  # finished episodes free their keys/values
+            turn_cache.drop([i for i in live if episodes[i].done])
         turn += 1
         if on_turn:
             on_turn(turn, sum(ep.done for ep in episodes))

@@ -16,7 +16,7 @@ def sampling_of(agent_cfg) -> Sampling:
 def run_episodes(policy, envs, ids, obs, cfg, seed: int, on_turn=None, row_context=None, row_groups=None):
     return rollout(policy, envs, ids, obs, AgentContext.from_config(cfg.agent), cfg.agent.max_new_tokens,
                    sampling_of(cfg.agent), seed=seed, failure_reward=cfg.run.failure_reward, on_turn=on_turn,
-                   row_context=row_context, row_groups=row_groups)
+                   row_context=row_context, row_groups=row_groups, kv_reuse=cfg.agent.kv_reuse)
 
 
 def mean_se(values: list[float]) -> tuple[float, float]:
