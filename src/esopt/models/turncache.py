@@ -76,21 +76,28 @@ class TurnCache:
             tail = r[n:]
             ids[i, past + new - len(tail) :] = torch.tensor(tail, dtype=torch.long)
             mask[i, past + new - len(tail) :] = 1
-        template = next(self.rows[k][1] for k, n in zip(keys, reuse) if n > 0)
-        layers = []
+        # this batch's rows leave the store (store() puts them back after the generation), and each
+        # row's layer is freed once copied: the keys/values are held once, not twice, while assembling
+        taken = [self.rows.pop(k)[1] if n else None for k, n in zip(keys, reuse)]
+        for k in keys:
+            self.rows.pop(k, None)
+        template = next(t for t in taken if t is not None)
+        cache, nbytes = DynamicCache(), 0
         for layer, (k0, v0) in enumerate(template):
-            h, d = k0.shape[0], k0.shape[-1]
-            k_all = k0.new_zeros((b, h, past, d))
+            k_all = k0.new_zeros((b, k0.shape[0], past, k0.shape[-1]))
             v_all = v0.new_zeros((b, v0.shape[0], past, v0.shape[-1]))
-            for i, (key, n) in enumerate(zip(keys, reuse)):
+            for i, (row, n) in enumerate(zip(taken, reuse)):
                 if n:
-                    k_i, v_i = self.rows[key][1][layer]
+                    k_i, v_i = row[layer]
                     k_all[i, :, past - n :] = k_i[:, :n]
                     v_all[i, :, past - n :] = v_i[:, :n]
-            layers.append((k_all, v_all))
-        self.stats["peak_bytes"] = max(self.stats["peak_bytes"], self.nbytes() + _bytes(layers))
+                    row[layer] = None
+            cache.update(k_all, v_all, layer)  # (a copy: one layer's transient)
+            nbytes += _bytes([(k_all, v_all)])
+            del k_all, v_all
+        self.stats["peak_bytes"] = max(self.stats["peak_bytes"], self.nbytes() + nbytes)
         self.stats["reused_tokens"] += sum(reuse)
-        return ids, mask, DynamicCache(layers)
+        return ids, mask, cache
 
     def store(self, keys: list, rows: list[list[int]], mask: torch.Tensor, replies: list[list[int]], cache) -> None:
         """Keep each row's keys/values after a generation: its prompt tokens (mask == 1),
