@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 
 class ConfigError(ValueError):
@@ -102,6 +102,11 @@ class AgentConfig(Strict):
     # keep each episode's keys/values across its turns within one rollout, so a turn encodes only its new
     # tokens: auto = on with history=full (the prompt then extends the last one), off = re-encode every prompt
     kv_reuse: Literal["auto", "off"] = "auto"
+
+    @field_validator("kv_reuse", mode="before")
+    @classmethod
+    def _yaml_off(cls, v):  # YAML reads a bare `off` as false
+        return "off" if v is False else v
     max_new_tokens: int = Field(16, ge=1)
     batch_size: int = Field(64, ge=1)  # episodes decoded together
     sampling: SamplingConfig = SamplingConfig()
