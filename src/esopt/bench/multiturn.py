@@ -1,9 +1,9 @@
 """esopt bench multiturn: what a turn costs late in a long episode, with and without
 KV reuse across turns (agent.kv_reuse; models/turncache.py).
 
-Sudoku 9x9 with 40 blanks and 15 turns, agent.history=full (every turn's prompt
-holds the whole conversation so far; the model cannot finish 40 cells in 15
-turns, so every episode lasts 15 turns), on the config's model and settings
+Sudoku 9x9 with 16 blanks and 15 turns, agent.history=full (every turn's prompt
+holds the whole conversation so far; no one can fill 16 cells in 15
+turns, so every episode lasts 15 turns; no few-shot example), on the config's model and settings
 (default configs/demo.yaml). Overrides after these defaults replace them; the
 episodes played together are es.episodes_per_member (one member's rollout):
 
@@ -28,7 +28,10 @@ import tempfile
 import time
 from statistics import median
 
-DEFAULTS = ["env.id=sudoku", "env.size=9", "env.blanks=40", "env.max_turns=15", "agent.history=full"]
+# 16 blanks: more than 15 turns can fill, so no episode ends early; no few-shot example (the demo's is a 4x4
+# board). Turn 15's prompt is then ~8.3k tokens, just past SmolLM2's 8192 positions (the bench says so)
+DEFAULTS = ["env.id=sudoku", "env.size=9", "env.blanks=16", "env.max_turns=15", "agent.history=full",
+            "agent.examples=[]"]
 
 
 class TimedPolicy:
@@ -103,9 +106,14 @@ def main(config: str, overrides: list[str], out: str, repeats: int = 3) -> dict:
             raise SystemExit(f"esopt bench multiturn: episodes ended before turn {last} ({len(kv)} turns played, "
                              f"{kv[-1]['rows']} episodes in the last); use more env.blanks")
         plain = {t: timed_plain(policy, kv[t - 1], cfg.agent.max_new_tokens, sampling) for t in (1, last)}
+        longest = max(len(tok(t, add_special_tokens=False)["input_ids"]) for t in policy.prompt_texts(kv[last - 1]["convs"]))
+        limit = getattr(model.config, "max_position_embeddings", None)
+        if rep == 0 and limit and longest + cfg.agent.max_new_tokens > limit:
+            print(f"[bench multiturn] warning: turn {last}'s longest prompt has {longest} tokens, beyond the model's "
+                  f"{limit} positions (replies there are off the model's trained range; the costs stand)", flush=True)
         stats = dict(timed.cache.stats) if timed.cache else {}
         runs.append({"kv": [{k: v for k, v in t.items() if k not in ("convs", "replies")} for t in kv],
-                     "plain": plain, "cache_stats": stats})
+                     "plain": plain, "cache_stats": stats, "last_prompt_tokens": longest})
         print(f"[bench multiturn] repeat {rep}: turn 1 / {last}: KV reuse {kv[0]['seconds']:.2f}s / "
               f"{kv[last - 1]['seconds']:.2f}s ({kv[0]['prefill_tokens']} / {kv[last - 1]['prefill_tokens']} prefill "
               f"tokens), plain {plain[1]['seconds']:.2f}s / {plain[last]['seconds']:.2f}s "
