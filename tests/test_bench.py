@@ -101,3 +101,17 @@ def test_population_bench_table(esopt_cache, tmp_path):
     assert res == {"large_minus_small_final_0": cell["final"] - data["table"]["tiny-qwen2"]["2"]["final"]}
     cfg = (tmp_path / "population-runs" / "model0-G4" / "config.yaml").read_text()
     assert "schedule: constant" in cfg and "population: 4" in cfg
+
+
+def test_multiturn_bench_runs_and_reports(esopt_cache, tmp_path, capsys):
+    from esopt.bench.multiturn import main as multiturn
+
+    out = tmp_path / "multiturn.json"
+    res = multiturn("configs/demo.yaml", TINY_OVERRIDES + ["es.episodes_per_member=3", "env.size=4", "env.blanks=8",
+                                                          "env.max_turns=4"], str(out), repeats=2)
+    data = json.loads(out.read_text())
+    assert data["results"] == res and res["outputs_equal"] is True
+    assert res["kv_turn4_prefill_tokens"] < res["plain_turn4_prefill_tokens"] / 2  # only the new tokens
+    assert res["kv_turn1_prefill_tokens"] == res["plain_turn1_prefill_tokens"]
+    assert res["kv_cache_mb_at_turn4"] > 0 and len(data["repeats"]) == 2 and len(data["repeats"][0]["kv"]) == 4
+    assert capsys.readouterr().out.strip().splitlines()[-1].startswith("RESULT turn4_over_turn1_cost=")

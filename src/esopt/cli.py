@@ -222,6 +222,10 @@ def cmd_bench(a) -> int:
         from .bench.web import main
 
         main(a.out or "bench-results/web.json", episodes=a.repeats or 12)
+    elif a.name == "multiturn":
+        from .bench.multiturn import main
+
+        main(config, overrides, a.out or "bench-results/multiturn.json", max(a.repeats or 3, 1))
     elif a.name == "horizon":
         from .bench.horizon import main
 
@@ -285,12 +289,13 @@ def build_parser() -> argparse.ArgumentParser:
     x.set_defaults(func=cmd_export)
     b = sub.add_parser("bench", help="benchmarks (print RESULT lines, write JSON)")
     b.add_argument("name", choices=["es-memory", "memory", "perturb", "throughput", "compare", "population",
-                                    "precision", "horizon", "web"])
+                                    "precision", "horizon", "multiturn", "web"])
     b.add_argument("args", nargs="*", metavar="CONFIG_OR_OVERRIDE")
     b.add_argument("--out", help="JSON output path")
     b.add_argument("--repeats", type=int, default=None,
                    help="es-memory (default 3) / memory (default 1): fresh-process runs of each phase; "
-                        "perturb (default 3): timed rounds; medians are compared; web (default 12): episodes per env")
+                        "perturb (default 3): timed rounds; multiturn (default 3): rollouts; medians are compared; "
+                        "web (default 12): episodes per env")
     b.add_argument("--tasks", help="memory: comma-separated subset of 4x4-demo,9x9-h5,9x9-h10,9x9-h15 (default: all); "
                                    "horizon: horizons as 4x4-bN / 9x9-hN, N blanks and 3N turns "
                                    "(default 4x4-b2,4x4-b4,4x4-b6; the paper's: 9x9-h5,9x9-h10,9x9-h15)")

@@ -118,6 +118,14 @@ class AgentConfig(Strict):
     examples: list[dict[str, str]] = []  # few-shot chat turns [{role, content}, ...] before the episode
     history: Literal["full", "window"] = "window"
     window: int = Field(0, ge=0)  # turns of past (observation, answer) kept with history=window
+    # keep each episode's keys/values across its turns within one rollout, so a turn encodes only its new
+    # tokens: auto = on with history=full (the prompt then extends the last one), off = re-encode every prompt
+    kv_reuse: Literal["auto", "off"] = "auto"
+
+    @field_validator("kv_reuse", mode="before")
+    @classmethod
+    def _yaml_off(cls, v):  # YAML reads a bare `off` as false
+        return "off" if v is False else v
     max_new_tokens: int = Field(16, ge=1)
     batch_size: int = Field(64, ge=1)  # episodes decoded together
     sampling: SamplingConfig = SamplingConfig()

@@ -188,3 +188,19 @@ def test_resume_refuses_another_base_model(tiny_cfg):
         next(second.model.parameters()).view(-1)[0] += 1.0
     with pytest.raises(RuntimeError, match="not the base model"):
         second.resume()
+
+
+@pytest.mark.parametrize("noise", ["table", "lowrank"])
+def test_full_history_generation_same_with_kv_reuse(tiny_cfg, noise):
+    """One real ES generation with full history: the members' episodes and the update are
+    the same whether each rollout keeps its episodes' keys/values across turns or not."""
+    runs = {}
+    for reuse in ("off", "auto"):
+        cfg = tiny_cfg(f"run.name=kv-{reuse}", f"es.noise={noise}", "es.generations=1", "agent.history=full",
+                       f"agent.kv_reuse={reuse}", "env.blanks=3", "env.max_turns=3")
+        tr = Trainer(cfg, RunDir.create(cfg), log=lambda *a: None)
+        tr.generation(0)
+        runs[reuse] = ([(t["member"], [x["response"] for x in t["turns"]]) for t in tr.run.read_trajectories("gen0000")],
+                       weights_hash(tr.model))
+    assert runs["auto"] == runs["off"]
+    assert max(len(r) for _, r in runs["off"][0]) == 3  # multi-turn episodes (the test can fail)

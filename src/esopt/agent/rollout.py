@@ -52,7 +52,8 @@ class AgentContext:
 def rollout(policy, envs, tasks: list[str], observations: list[str], context: AgentContext,
             max_new_tokens: int, sampling: Sampling = Sampling(), seed: int = 0,
             failure_reward: float = 0.0, on_turn=None, row_context=None, record_ids: bool = False,
-            row_groups: list | None = None, max_live: int | None = None) -> list[Episode]:
+            row_groups: list | None = None, max_live: int | None = None,
+            kv_reuse: str = "auto") -> list[Episode]:
     """Play every env to the end. An env comes already reset with its first observation, or
     with None in ``observations``: then it is reset when its episode starts, and at most
     ``max_live`` episodes (None: all) are under way at once; the next waiting one starts as
@@ -64,7 +65,26 @@ def rollout(policy, envs, tasks: list[str], observations: list[str], context: Ag
     encoding of the common prompt prefix.
     record_ids: each turn also keeps `prompt_ids` and `token_ids`, the exact prompt
     and generated tokens (the policy must accept generate(..., token_ids=list)).
+    kv_reuse: auto keeps each episode's keys/values across its turns when history is
+    full and the policy offers new_turn_cache() (agent.kv_reuse; models/turncache.py),
+    so a turn encodes only its new tokens; off re-encodes every prompt. The cache is
+    made here and dropped on return: it holds keys/values of this call's weights only.
     """
+    if kv_reuse not in ("auto", "off"):
+        raise ValueError(f"agent.kv_reuse must be auto or off, got {kv_reuse!r}")
+    turn_cache = None
+    if kv_reuse == "auto" and context.history == "full" and hasattr(policy, "new_turn_cache"):
+        turn_cache = policy.new_turn_cache()
+    try:
+        return _play(policy, envs, tasks, observations, context, max_new_tokens, sampling, seed, failure_reward,
+                     on_turn, row_context, record_ids, row_groups, turn_cache, max_live)
+    finally:
+        if turn_cache is not None:
+            turn_cache.disable("rollout ended")  # frees every episode's keys/values
+
+
+def _play(policy, envs, tasks, observations, context, max_new_tokens, sampling, seed, failure_reward, on_turn,
+          row_context, record_ids, row_groups, turn_cache, max_live) -> list[Episode]:
     episodes = [Episode(task=t, observation0=o or "") for t, o in zip(tasks, observations)]
     current = list(observations)
     waiting = [i for i, o in enumerate(observations) if o is None][::-1]  # popped from the end: in order
@@ -90,6 +110,8 @@ def rollout(policy, envs, tasks: list[str], observations: list[str], context: Ag
         extra = ({"row_context": ctx} if ctx else {}) | ({"token_ids": ids} if record_ids else {})
         if ctx and row_groups is not None:
             extra["row_groups"] = [row_groups[i] for i in live]
+        if turn_cache is not None:
+            extra |= {"turn_cache": turn_cache, "cache_keys": live}
         replies = policy.generate(convs, max_new_tokens, sampling, seed=seed + 7919 * turn, **extra)
         for k, (i, reply) in enumerate(zip(live, replies)):
             ep = episodes[i]
@@ -107,6 +129,8 @@ def rollout(policy, envs, tasks: list[str], observations: list[str], context: Ag
             current[i] = obs
             if terminated or truncated:
                 ep.done, ep.solved = True, bool(info.get("solved", False))
+        if turn_cache is not None:  # finished episodes free their keys/values
+            turn_cache.drop([i for i in live if episodes[i].done])
         turn += 1
         if on_turn:
             on_turn(turn, sum(ep.done for ep in episodes))

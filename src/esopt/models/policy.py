@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from .prefix import CACHE_KWARG, MIN_SHARED_PREFIX, common_prefix_len, expand_cache, pad_between, pad_left
+from .turncache import TurnCache
 
 
 @dataclass(frozen=True)
@@ -24,13 +25,15 @@ class HFPolicy:
         self.prefix_cache = prefix_cache
         self.device = next(model.parameters()).device
         self.tokens_generated = 0
+        self.tokens_prefilled = 0  # prompt tokens encoded (a shared prefix once per batch; cached tokens not at all)
 
     def prompt_texts(self, conversations: list[list[dict]]) -> list[str]:
         return [self.tokenizer.apply_chat_template(c, add_generation_prompt=True, tokenize=False) for c in conversations]
 
     @torch.inference_mode()
     def generate(self, conversations: list[list[dict]], max_new_tokens: int, sampling: Sampling = Sampling(), seed: int = 0,
-                 row_context=None, token_ids: list | None = None, row_groups: list | None = None) -> list[str]:
+                 row_context=None, token_ids: list | None = None, row_groups: list | None = None,
+                 turn_cache: TurnCache | None = None, cache_keys: list | None = None) -> list[str]:
         """One reply per conversation; left-padded batches, KV cache, stop at end of turn.
 
         row_context(indices) -> context manager, if given, wraps the generation of the
@@ -41,25 +44,44 @@ class HFPolicy:
         token_ids, if a list is given, receives one (prompt ids, reply ids) pair per
         conversation: the exact tokens decoded from and generated (up to and including
         the end-of-turn token), for training on them (GRPO).
+        turn_cache (from new_turn_cache()) with cache_keys (one episode id per conversation):
+        each conversation's keys/values are kept there after its reply, and the next call
+        encodes only the tokens after what it has cached for that episode (models/turncache.py).
+        A batch where some row reuses a cache does not use the shared-prefix cache: rows with
+        nothing cached encode their whole prompt there.
         """
         texts = self.prompt_texts(conversations)
         out: list[str] = []
         for start in range(0, len(texts), self.batch_size):
             chunk = texts[start : start + self.batch_size]
+            extra = {}
+            if turn_cache is not None:
+                extra = {"turn_cache": turn_cache, "keys": list(cache_keys[start : start + len(chunk)])}
             if row_context is None:
-                out.extend(self._generate_batch(chunk, max_new_tokens, sampling, seed + start, token_ids=token_ids))
+                out.extend(self._generate_batch(chunk, max_new_tokens, sampling, seed + start, token_ids=token_ids,
+                                                **extra))
             else:
                 groups = None if row_groups is None else list(row_groups[start : start + len(chunk)])
                 rows_ctx = (lambda local, start=start: row_context([start + i for i in local]))
                 out.extend(self._generate_batch(chunk, max_new_tokens, sampling, seed + start, token_ids=token_ids,
-                                                row_context=rows_ctx, groups=groups))
+                                                row_context=rows_ctx, groups=groups, **extra))
         return out
 
-    def _generate_batch(self, texts, max_new_tokens, sampling, seed, token_ids=None, row_context=None, groups=None):
-        """row_context(local row indices) wraps forwards of those rows; groups: rows with equal ids share weights."""
+    def new_turn_cache(self) -> TurnCache | None:
+        """An empty per-episode KV cache for one rollout (None where this model cannot keep one:
+        a generation config asking for a static or quantized cache)."""
+        impl = getattr(getattr(self.model, "generation_config", None), "cache_implementation", None)
+        return TurnCache() if impl in (None, "dynamic") else None
+
+    def _generate_batch(self, texts, max_new_tokens, sampling, seed, token_ids=None, row_context=None, groups=None,
+                        turn_cache=None, keys=None):
+        """row_context(local row indices) wraps forwards of those rows; groups: rows with equal ids share weights;
+        turn_cache with keys: per-episode keys/values kept across turns."""
         tok = self.tokenizer
         rows = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
-        can_share = self.prefix_cache and len(rows) > 1 and (row_context is None or groups is not None)
+        reuse = [turn_cache.reusable(k, r) for k, r in zip(keys, rows)] if turn_cache is not None else [0] * len(rows)
+        can_share = (self.prefix_cache and len(rows) > 1 and (row_context is None or groups is not None)
+                     and not any(reuse))
         shared = common_prefix_len(rows) if can_share else 0
         shared = min(shared, min(len(r) for r in rows) - 1)  # every row keeps >= 1 token to decode from
         kwargs = dict(max_new_tokens=max_new_tokens, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
@@ -67,7 +89,10 @@ class HFPolicy:
             kwargs.update(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k or None)
         else:
             kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
-        if shared >= MIN_SHARED_PREFIX:
+        if any(reuse):  # each row continues from its own cached tokens (models/turncache.py)
+            ids, mask, kwargs[CACHE_KWARG] = turn_cache.assemble(keys, rows, reuse, tok.pad_token_id)
+            self.tokens_prefilled += sum(len(r) - n for r, n in zip(rows, reuse))
+        elif shared >= MIN_SHARED_PREFIX:
             # The system prompt, examples and fixed text are shared by every row: encode them
             # once and give all rows a copy of that KV cache; padding sits between prefix and suffix.
             ids, mask = pad_between(rows, shared, tok.pad_token_id)
@@ -84,18 +109,25 @@ class HFPolicy:
                 slot = {g: k for k, g in enumerate(first)}
                 expand_cache(cache, torch.tensor([slot[g] for g in groups], device=self.device))
             kwargs[CACHE_KWARG] = cache
+            self.tokens_prefilled += shared + sum(len(r) - shared for r in rows)
         else:
             ids, mask = pad_left(rows, tok.pad_token_id)
+            self.tokens_prefilled += sum(len(r) for r in rows)
         ids, mask = ids.to(self.device), mask.to(self.device)
         # sampling draws from a forked, locally seeded RNG: the global RNG is left as it was
         with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
             torch.manual_seed(seed)
             with row_context(list(range(len(rows)))) if row_context else contextlib.nullcontext():
-                out = self.model.generate(input_ids=ids, attention_mask=mask, **kwargs)
-        new = out[:, ids.shape[1] :]
+                gen = self.model.generate(input_ids=ids, attention_mask=mask, return_dict_in_generate=True, **kwargs)
+        new = gen.sequences[:, ids.shape[1] :]
         self.tokens_generated += int((new != tok.pad_token_id).sum())
+        replies = [_until_eos(n, tok.eos_token_id) for n in new.tolist()]
+        if turn_cache is not None:
+            turn_cache.stats["prefilled_tokens"] += sum(len(r) - n for r, n in zip(rows, reuse))
+            turn_cache.store(keys, rows, mask, replies, getattr(gen, CACHE_KWARG, None))
+        del gen, kwargs  # the batch's keys/values are not kept past this call (turn_cache holds its own copy)
         if token_ids is not None:
-            token_ids.extend((r, _until_eos(n, tok.eos_token_id)) for r, n in zip(rows, new.tolist()))
+            token_ids.extend(zip(rows, replies))
         return tok.batch_decode(new, skip_special_tokens=True)
 
 

@@ -120,7 +120,8 @@ class GRPOTrainer:
         envs, ids, obs = self.tasks.train(g.puzzles_per_step, t, repeat=g.group_size)
         return rollout(self.policy, envs, ids, obs, self.context, self.cfg.agent.max_new_tokens, self.sampling,
                        seed=derive_seed("grpo-rollout", self.cfg.run.seed, t), failure_reward=self.cfg.run.failure_reward,
-                       on_turn=on_turn, record_ids=True, max_live=max_live_of(self.cfg))
+                       on_turn=on_turn, record_ids=True, max_live=max_live_of(self.cfg),
+                       kv_reuse=self.cfg.agent.kv_reuse)
 
     def update(self, samples) -> dict:
         """inner_steps optimizer steps on these samples; gradients accumulated over micro-batches."""

@@ -21,7 +21,8 @@ def max_live_of(cfg) -> int | None:
 def run_episodes(policy, envs, ids, obs, cfg, seed: int, on_turn=None, row_context=None, row_groups=None):
     return rollout(policy, envs, ids, obs, AgentContext.from_config(cfg.agent), cfg.agent.max_new_tokens,
                    sampling_of(cfg.agent), seed=seed, failure_reward=cfg.run.failure_reward, on_turn=on_turn,
-                   row_context=row_context, row_groups=row_groups, max_live=max_live_of(cfg))
+                   row_context=row_context, row_groups=row_groups, max_live=max_live_of(cfg),
+                   kv_reuse=cfg.agent.kv_reuse)
 
 
 def mean_se(values: list[float]) -> tuple[float, float]:
