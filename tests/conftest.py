@@ -1,5 +1,19 @@
+import sys
+
 import pytest
 import torch
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _stop_browsergym_playwright():
+    """BrowserGym keeps one sync Playwright per process; stop it after each module that started
+    one, so later browser tests (run reports) can start their own."""
+    yield
+    core = sys.modules.get("browsergym.core")
+    if core is not None and getattr(core, "_PLAYWRIGHT", None) is not None:
+        from esopt.envs.web_browser import close_shared_browsers
+
+        close_shared_browsers(stop_playwright=True)
 
 
 def tiny_llama(seed: int = 0, vocab: int = 256, hidden: int = 64, layers: int = 2):

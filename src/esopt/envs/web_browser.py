@@ -76,14 +76,24 @@ def shared_browser(executable: str, headless: bool = True):
     return browser
 
 
-def close_shared_browsers() -> None:
-    """Close every browser this process launched (tests, end of a run)."""
+def close_shared_browsers(stop_playwright: bool = False) -> None:
+    """Close every browser this process launched (tests, end of a run); with ``stop_playwright``
+    also stop BrowserGym's process-wide Playwright, so another sync Playwright can start."""
     for browser in list(_BROWSERS.values()):
         try:
             browser.close()
         except Exception:  # already gone
             pass
     _BROWSERS.clear()
+    if stop_playwright:
+        import browsergym.core as core
+
+        pw = core._get_global_playwright() if core._PLAYWRIGHT else None
+        if pw is not None:
+            try:
+                pw.stop()
+            finally:
+                core._set_global_playwright(None)
 
 
 class MemoryChat:
