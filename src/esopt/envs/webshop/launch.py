@@ -13,17 +13,21 @@ from __future__ import annotations
 
 import functools
 import os
-import shutil
 
 _patched: dict[int, str] = {}
 
 
 def system_chromium() -> str | None:
-    """``$ESOPT_CHROMIUM``, else ``chromium``/``chromium-browser`` on the PATH, else None."""
+    """``$ESOPT_CHROMIUM``, else the chromium env.id=browsergym finds on PATH (web_browser.find_chromium), else None."""
     path = os.environ.get("ESOPT_CHROMIUM")
     if path:
         return path
-    return shutil.which("chromium") or shutil.which("chromium-browser")
+    from esopt.envs.web_browser import find_chromium
+
+    try:
+        return find_chromium()
+    except FileNotFoundError:
+        return None
 
 
 def use_chromium(executable_path: str | None = None) -> str | None:
