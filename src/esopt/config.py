@@ -74,6 +74,8 @@ class WebConfig(Strict):
     """env.id=browsergym: the browser and what an episode may do in it."""
 
     max_live: int = Field(16, ge=1)  # episodes with an open browser context at once (the rest wait their turn)
+    # processes that play the live episodes' browsers side by side (envs/web_workers.py); 1: in this process
+    workers: int = Field(1, ge=1)
     obs_max_chars: int = Field(4000, ge=200)  # page text per observation; longer pages are cut
     allowed_hosts: list[str] = ["127.0.0.1", "localhost"]  # http(s) hosts pages and goto() may reach
     timeout_ms: int = Field(5000, ge=100)  # every browser call of an action

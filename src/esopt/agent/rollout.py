@@ -2,7 +2,9 @@
 conversation is decoded in one batched generation, then stepped in its env.
 
 A failure inside one episode (its env raising) is recorded with the traceback
-and ends that episode with the failure reward; the others go on.
+and ends that episode with the failure reward; the others go on. Envs that run
+elsewhere (browser envs in worker processes) are all started on their reset or
+step before any is waited for (``call_envs``), so they work side by side.
 """
 from __future__ import annotations
 
@@ -92,15 +94,16 @@ def _play(policy, envs, tasks, observations, context, max_new_tokens, sampling, 
     turn = 0
     while True:
         live = [i for i, ep in enumerate(episodes) if not ep.done and current[i] is not None]
-        while waiting and (max_live is None or len(live) < max_live):
-            i = waiting.pop()
-            try:
-                current[i], _ = envs[i].reset()
-                episodes[i].observation0 = current[i]
-                live.append(i)
-            except Exception:
-                episodes[i].error = traceback.format_exc()
+        starting = []
+        while waiting and (max_live is None or len(live) + len(starting) < max_live):
+            starting.append(waiting.pop())
+        for i, result in call_envs(envs, starting, "reset", [()] * len(starting)).items():
+            if isinstance(result, EnvFailure):
+                episodes[i].error = result.traceback
                 episodes[i].reward, episodes[i].done = failure_reward, True
+            else:
+                current[i] = episodes[i].observation0 = result[0]
+                live.append(i)
         live.sort()
         if not live:
             return episodes
@@ -113,15 +116,16 @@ def _play(policy, envs, tasks, observations, context, max_new_tokens, sampling, 
         if turn_cache is not None:
             extra |= {"turn_cache": turn_cache, "cache_keys": live}
         replies = policy.generate(convs, max_new_tokens, sampling, seed=seed + 7919 * turn, **extra)
+        stepped = call_envs(envs, live, "step", [(r,) for r in replies])
         for k, (i, reply) in enumerate(zip(live, replies)):
             ep = episodes[i]
-            try:
-                obs, reward, terminated, truncated, info = envs[i].step(reply)
-            except Exception:
-                ep.error = traceback.format_exc()
+            if isinstance(stepped[i], EnvFailure):
+                ep.error = stepped[i].traceback
                 ep.reward, ep.done = failure_reward, True
                 continue
-            ep.turns.append({"response": reply, "action": info.get("action"), "feedback": info.get("feedback"), "reward": reward})
+            obs, reward, terminated, truncated, info = stepped[i]
+            ep.turns.append({"response": reply, "action": info.get("action"), "feedback": info.get("feedback"),
+                             "reward": reward, **info.get("record", {})})
             if record_ids:
                 ep.turns[-1]["prompt_ids"], ep.turns[-1]["token_ids"] = ids[k]
             ep.reward += float(reward)
@@ -134,3 +138,34 @@ def _play(policy, envs, tasks, observations, context, max_new_tokens, sampling, 
         turn += 1
         if on_turn:
             on_turn(turn, sum(ep.done for ep in episodes))
+
+
+@dataclass(frozen=True)
+class EnvFailure:
+    """An env call that raised: its traceback (the episode fails with it)."""
+
+    traceback: str
+
+
+def call_envs(envs, indices: list[int], method: str, args: list[tuple]) -> dict:
+    """``envs[i].<method>(*args)`` for each index, as {index: result or EnvFailure}. Envs that offer
+    ``start_<method>``/``finish_<method>`` (browser envs in worker processes, envs/web_workers.py)
+    all get started before any is waited for, so they run at the same time; the others run in turn."""
+    out: dict = {}
+    started = set()
+    for i, a in zip(indices, args):
+        start = getattr(envs[i], "start_" + method, None)
+        if start is not None:
+            try:
+                start(*a)
+                started.add(i)
+            except Exception:
+                out[i] = EnvFailure(traceback.format_exc())
+    for i, a in zip(indices, args):
+        if i in out:
+            continue
+        try:
+            out[i] = getattr(envs[i], "finish_" + method)() if i in started else getattr(envs[i], method)(*a)
+        except Exception:
+            out[i] = EnvFailure(traceback.format_exc())
+    return out

@@ -4,6 +4,7 @@ from esopt.envs.base import TextEnv
 from esopt.envs.registry import list_envs, make, register, register_renderer, renderer_for
 from esopt.envs.sudoku import SudokuEnv, SudokuTasks, generate_puzzle, parse_action
 from esopt.envs.sudoku_render import render_sudoku_episode
+from esopt.envs.web_render import render_web_episode
 
 register("sudoku", SudokuEnv)
 
@@ -17,6 +18,7 @@ def _browsergym_env(**kwargs) -> TextEnv:
 
 register("browsergym", _browsergym_env)
 register_renderer("sudoku", render_sudoku_episode)
+register_renderer("browsergym", render_web_episode)
 
 __all__ = ["TextEnv", "make", "register", "list_envs", "register_renderer", "renderer_for", "SudokuEnv", "SudokuTasks",
            "generate_puzzle", "parse_action"]

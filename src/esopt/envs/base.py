@@ -13,6 +13,9 @@ class TextEnv(ABC):
     ``step`` consumes one action string and returns
     ``(observation, reward, terminated, truncated, info)`` like Gymnasium.
     ``max_turns`` bounds the number of ``step`` calls of one episode.
+    A step's info may hold ``action`` (the parsed action), ``feedback`` (a line
+    for the agent), ``solved``, and ``record``: a small JSON-ready dict the
+    rollout keeps with the turn (e.g. a page excerpt for run reports).
     Run reports draw recorded episodes with the renderer registered for the
     environment (``esopt.envs.register_renderer``), or as a plain turn table.
     """

@@ -5,9 +5,10 @@ and a chat window's) and closes them at the next reset: 2-6 s per episode.
 :class:`ReusableBrowserEnv` is a ``BrowserEnv`` whose reset opens a fresh
 browser *context* (cookies, storage and pages of its own, so episodes cannot
 see each other) in a browser shared by the process, launched once and again
-only when it has died, and keeps the chat in memory. Everything else (task
-setup and validation, observation extraction, action execution) is
-BrowserGym's own code.
+only when it has died; it keeps the chat in memory and reads only the
+observation parts esopt shows the model (the accessibility tree with element
+ids; no screenshot or DOM snapshot). Everything else (task setup and
+validation, element marking, action execution) is BrowserGym's own code.
 
 Containment, set on every context:
 - requests go only to allowed places: http(s) on ``allowed_hosts`` (any port),
@@ -188,6 +189,37 @@ class ReusableBrowserEnv(BrowserEnv):
             dialog.dismiss()
         except Exception:  # the page went away meanwhile
             pass
+
+    def _get_obs(self):
+        """BrowserGym's observation without the parts esopt's text never shows: no screenshot, no DOM
+        snapshot and its element properties (each a round trip and an encode per step; bench web).
+        Elements are marked with their ids and the accessibility tree is read as BrowserGym does,
+        tried up to three times (the last time leniently) when a frame changes under the reading."""
+        import numpy as np
+        import playwright.sync_api
+        from browsergym.core.env import _try_to_extract_legacy_goal
+        from browsergym.core.observation import MarkingError, _post_extract, _pre_extract, extract_merged_axtree
+
+        tries = 3
+        for attempt in range(tries):
+            try:
+                _pre_extract(self.page, tags_to_mark=self.tags_to_mark, lenient=attempt == tries - 1)
+                axtree = extract_merged_axtree(self.page)
+                break
+            except (playwright.sync_api.Error, MarkingError):
+                _post_extract(self.page)
+                if attempt == tries - 1:
+                    raise
+                time.sleep(0.2)
+        _post_extract(self.page)
+        return {"chat_messages": tuple(dict(m) for m in self.chat.messages),
+                "goal": _try_to_extract_legacy_goal(self.goal_object),
+                "goal_object": tuple(dict(m) for m in self.goal_object),
+                "open_pages_urls": tuple(page.url for page in self.context.pages),
+                "active_page_index": np.asarray([self.context.pages.index(self.page)]),
+                "url": self.page.url, "axtree_object": axtree, "last_action": self.last_action,
+                "last_action_error": self.last_action_error,
+                "elapsed_time": np.asarray([time.time() - self.start_time])}
 
     def reset(self, seed=None, *args, **kwargs):
         import gymnasium as gym

@@ -19,6 +19,14 @@ from .base import TextEnv
 from .web_actions import DEFAULT_ALLOWED_HOSTS, ParseError, parse_action
 from .web_obs import observation_text
 
+PAGE_EXCERPT_CHARS = 600  # of each turn's new page, kept in the episode record (run reports)
+
+
+def excerpt(observation: str, limit: int = PAGE_EXCERPT_CHARS) -> str:
+    """The URL and the start of the page of an observation (its goal line, the same every turn, dropped)."""
+    body = observation.split("\n", 1)[1] if observation.startswith("Goal: ") and "\n" in observation else observation
+    return body if len(body) <= limit else body[:limit] + f"\n... ({len(body) - limit} more characters)"
+
 DEFAULT_MAX_TURNS = 10
 
 
@@ -74,11 +82,13 @@ class BrowserGymEnv(TextEnv):
             raise
         error = (obs.get("last_action_error") or "").strip()
         self.observation = self.page_observation = observation_text(obs, self.obs_max_chars)
+        record = {"page": excerpt(self.observation)}  # what the next turn sees, for run reports
         terminated, truncated = bool(terminated), truncated or bool(gym_truncated)
         if terminated or truncated:
             self._finish()
         return (self.observation, float(reward), terminated, truncated and not terminated,
-                {"action": call, "feedback": error or None, "solved": bool(terminated and reward > 0)})
+                {"action": call, "feedback": error or None, "solved": bool(terminated and reward > 0),
+                 "record": record})
 
     def _finish(self) -> None:
         self.live = False

@@ -70,9 +70,16 @@ class WebSource:
 
     def _envs(self, episodes):
         w = self.env_cfg.web
-        envs = [make("browsergym", task=task, seed=seed, max_turns=self.env_cfg.max_turns,
-                     obs_max_chars=w.obs_max_chars, allowed_hosts=w.allowed_hosts, timeout_ms=w.timeout_ms,
-                     chromium=w.chromium, headless=w.headless) for task, seed in episodes]
+        if w.workers > 1:  # each episode's browser in one of the worker processes
+            from ..envs.web_workers import RemoteEnv, worker_pool
+
+            pool = worker_pool(w.workers)
+            build = lambda **kw: RemoteEnv(pool, **kw)  # noqa: E731
+        else:
+            build = lambda **kw: make("browsergym", **kw)  # noqa: E731
+        envs = [build(task=task, seed=seed, max_turns=self.env_cfg.max_turns, obs_max_chars=w.obs_max_chars,
+                      allowed_hosts=w.allowed_hosts, timeout_ms=w.timeout_ms, chromium=w.chromium,
+                      headless=w.headless) for task, seed in episodes]
         return envs, [f"{task}#{seed}" for task, seed in episodes], [None] * len(envs)
 
     def train(self, n: int, generation: int, repeat: int = 1):
