@@ -82,6 +82,21 @@ def test_context_mode_finds_the_skill_and_leaves_weights(tiny_cfg, tmp_path):
     assert info["context"]["draw"] == chosen["draw"] and info["weights_hash"] == base
 
 
+def test_eval_run_plays_the_run_context(tiny_cfg, capsys):
+    from esopt.cli import main
+
+    cfg = tiny_cfg("run.name=ctx-eval", "coevo.mode=context", *LIBRARY, "es.generations=12", "es.episodes_per_member=1",
+                   "eval.at_start=false")
+    tr = make_trainer(cfg, context_rollout)
+    tr.train()
+    capsys.readouterr()
+    assert main(["eval", "--run", str(tr.run.path)]) == 0
+    out = capsys.readouterr().out
+    final = [m for m in tr.run.metrics() if m["kind"] == "eval"][-1]
+    assert f"skills {final['context']['draw']['skills']}" in out and "'B'" in out
+    assert f"RESULT heldout_reward={final['heldout_reward']:.4f}" in out  # the trainer's final evaluation, replayed
+
+
 @pytest.mark.parametrize("noise", [[], ["es.noise=lowrank", "es.rank=2"]], ids=["fullrank", "lowrank"])
 def test_both_mode_resume_equals_uninterrupted(tiny_cfg, noise):
     extra = ("coevo.mode=both", *LIBRARY, "es.sigma.start=0.05", "es.sigma.end=0.05", *noise)
