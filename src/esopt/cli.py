@@ -147,6 +147,7 @@ def cmd_eval(a) -> int:
             cfg = load_config(Path(a.run_dir) / "config.yaml", overrides)
             check_env(cfg.env)
         label = f"{a.run_dir} after {n} generations"
+        context = _run_context(a.run_dir, cfg, n)
     else:
         from .train.preflight import check_run_config
 
@@ -154,6 +155,7 @@ def cmd_eval(a) -> int:
         check_run_config(cfg)
         model, tok = load_model(cfg.model, cfg.runtime.dtype, cfg.runtime.device)
         label = cfg.model
+        context = None
     if cfg.runtime.threads:
         import torch
 
@@ -161,13 +163,29 @@ def cmd_eval(a) -> int:
     if a.split == "validation" and not cfg.tasks.validation:
         raise ConfigError("--split validation needs a validation split: add tasks.validation=N (e.g. 64)")
     stats, _ = evaluate(HFPolicy(model, tok, cfg.agent.batch_size), TaskSource(cfg.env, cfg.tasks, cfg.run.seed), cfg,
-                        seed=derive_seed("eval", cfg.run.seed), split=a.split)
+                        seed=derive_seed("eval", cfg.run.seed), split=a.split, context=context)
     name = "held-out" if a.split == "heldout" else "validation"
     print(f"[esopt] {label}: {name} reward {stats['reward']:.4f} ± {stats['reward_se']:.4f}, solved {stats['solved']:.4f}, "
           f"n={stats['n']}")
     print(f"RESULT {a.split}_reward={stats['reward']:.4f}")
     print(f"RESULT {a.split}_solved={stats['solved']:.4f}")
     return 0
+
+
+def _run_context(run_dir, cfg, generations: int):
+    """A context run (coevo) is evaluated with its most likely context after `generations`; None otherwise."""
+    if cfg.algo != "es":
+        return None
+    from .agent.rollout import AgentContext
+    from .coevo.export import final_context
+    from .train.rundir import RunDir
+
+    found = final_context(RunDir(Path(run_dir)).history(), AgentContext.from_config(cfg.agent), upto=generations)
+    if found is None:
+        return None
+    print(f"[esopt] context: the most likely draw after {generations} generations, skills "
+          f"{found[1]['draw']['skills']}, slots {found[1]['draw']['slots']}", flush=True)
+    return found[0]
 
 
 def cmd_export(a) -> int:

@@ -151,6 +151,27 @@ class RunConfig(Strict):
     failure_reward: float = 0.0  # reward of an episode whose rollout raised
 
 
+class SkillEntry(Strict):
+    name: str
+    text: str
+
+
+class CoevoConfig(Strict):
+    """The context genome (coevo/): what the agent sees is searched alongside (or instead of) its weights."""
+
+    mode: Literal["weights", "context", "both"] = "weights"  # weights: today's ES, the library unused
+    lr: float = Field(1.0, gt=0)  # step size of the score-function update of the logits
+    init_prob: float = Field(0.5, gt=0, lt=1)  # initial inclusion probability of every skill
+    # initial logits by name: a number for a skill, one number per alternative for a slot
+    init_logits: dict[str, Union[float, list[float]]] = {}
+    logit_clip: float = Field(5.0, gt=0)  # logits stay in [-clip, clip]: no choice becomes certain
+    skills: list[SkillEntry] = []  # named snippets, each included or not (Bernoulli)
+    # slots with alternatives, one chosen per member (categorical): system_prompt (a string each),
+    # examples (a list of {role, content} messages each), any other name (a text section each)
+    slots: dict[str, list[Union[str, list[dict[str, str]]]]] = {}
+    library: str | None = None  # a YAML file {skills, slots} or a Markdown file whose ## sections are skills
+
+
 class Config(Strict):
     model: str = "smollm2-135m-instruct"
     algo: Literal["es", "grpo"] = "es"
@@ -162,6 +183,7 @@ class Config(Strict):
     agent: AgentConfig = AgentConfig()
     eval: EvalConfig = EvalConfig()
     run: RunConfig = RunConfig()
+    coevo: CoevoConfig = CoevoConfig()
 
     @model_validator(mode="after")
     def _consistent(self):
@@ -171,6 +193,12 @@ class Config(Strict):
         if self.algo == "es" and self.es.antithetic and self.es.population % 2:
             raise ValueError(f"es.population must be even with es.antithetic=true (members come in +/- pairs), "
                              f"got {self.es.population}")
+        if self.coevo.mode != "weights":
+            if self.algo != "es":
+                raise ValueError(f"coevo.mode={self.coevo.mode} needs algo=es (the GRPO baseline trains weights only)")
+            if not (self.coevo.skills or self.coevo.slots or self.coevo.library):
+                raise ValueError(f"coevo.mode={self.coevo.mode} needs a skill library: set coevo.skills, coevo.slots "
+                                 "or coevo.library (a YAML or SKILL.md file)")
         if isinstance(self.es.scope, list) and not [p for p in self.es.scope if str(p).strip()]:
             raise ValueError("es.scope is an empty list: give parameter name patterns (e.g. ['*.mlp.*']), "
                              "or full / all_linear")

@@ -58,6 +58,13 @@ def export_run(run_dir: str | Path, out_dir: str | Path, force: bool = False) ->
     def write(folder: Path) -> None:
         model.save_pretrained(folder)
         tok.save_pretrained(folder)
+        if cfg.algo == "es":  # a context run (coevo) also gets its final context: SKILL.md, context.yaml
+            from .agent.rollout import AgentContext
+            from .coevo.export import write_context_files
+
+            chosen = write_context_files(folder, RunDir(Path(run_dir)).history(), AgentContext.from_config(cfg.agent))
+            if chosen is not None:
+                info["context"] = chosen
         (folder / "esopt_export.json").write_text(json.dumps(info, indent=1))
 
     write_folder(out, write)

@@ -51,7 +51,7 @@ class AgentContext:
         return msgs
 
 
-def rollout(policy, envs, tasks: list[str], observations: list[str], context: AgentContext,
+def rollout(policy, envs, tasks: list[str], observations: list[str], context: AgentContext | list[AgentContext],
             max_new_tokens: int, sampling: Sampling = Sampling(), seed: int = 0,
             failure_reward: float = 0.0, on_turn=None, row_context=None, record_ids: bool = False,
             row_groups: list | None = None, max_live: int | None = None,
@@ -67,6 +67,8 @@ def rollout(policy, envs, tasks: list[str], observations: list[str], context: Ag
     encoding of the common prompt prefix.
     record_ids: each turn also keeps `prompt_ids` and `token_ids`, the exact prompt
     and generated tokens (the policy must accept generate(..., token_ids=list)).
+    context: one AgentContext for every episode, or a list with one per episode (members that
+    play different contexts in one batch; they must agree on history and window).
     kv_reuse: auto keeps each episode's keys/values across its turns when history is
     full and the policy offers new_turn_cache() (agent.kv_reuse; models/turncache.py),
     so a turn encodes only its new tokens; off re-encodes every prompt. The cache is
@@ -74,8 +76,12 @@ def rollout(policy, envs, tasks: list[str], observations: list[str], context: Ag
     """
     if kv_reuse not in ("auto", "off"):
         raise ValueError(f"agent.kv_reuse must be auto or off, got {kv_reuse!r}")
+    context = list(context) if isinstance(context, (list, tuple)) else [context] * len(envs)
+    if len(context) != len(envs) or len({(c.history, c.window) for c in context}) > 1:
+        raise ValueError(f"rollout needs one context or one per episode ({len(envs)}), all with the same history "
+                         f"and window; got {len(context)}")
     turn_cache = None
-    if kv_reuse == "auto" and context.history == "full" and hasattr(policy, "new_turn_cache"):
+    if kv_reuse == "auto" and envs and context[0].history == "full" and hasattr(policy, "new_turn_cache"):
         turn_cache = policy.new_turn_cache()
     try:
         return _play(policy, envs, tasks, observations, context, max_new_tokens, sampling, seed, failure_reward,
@@ -107,7 +113,7 @@ def _play(policy, envs, tasks, observations, context, max_new_tokens, sampling, 
         live.sort()
         if not live:
             return episodes
-        convs = [context.conversation(past[i], current[i]) for i in live]
+        convs = [context[i].conversation(past[i], current[i]) for i in live]
         ctx = None if row_context is None else (lambda idx, live=live: row_context([live[k] for k in idx]))
         ids: list = []
         extra = ({"row_context": ctx} if ctx else {}) | ({"token_ids": ids} if record_ids else {})

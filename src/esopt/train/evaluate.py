@@ -18,8 +18,11 @@ def max_live_of(cfg) -> int | None:
     return cfg.env.web.max_live if cfg.env.id == "browsergym" else None
 
 
-def run_episodes(policy, envs, ids, obs, cfg, seed: int, on_turn=None, row_context=None, row_groups=None):
-    return rollout(policy, envs, ids, obs, AgentContext.from_config(cfg.agent), cfg.agent.max_new_tokens,
+def run_episodes(policy, envs, ids, obs, cfg, seed: int, on_turn=None, row_context=None, row_groups=None,
+                 context=None):
+    """context: None (the agent's configured one), an AgentContext, or one per episode (coevo)."""
+    context = AgentContext.from_config(cfg.agent) if context is None else context
+    return rollout(policy, envs, ids, obs, context, cfg.agent.max_new_tokens,
                    sampling_of(cfg.agent), seed=seed, failure_reward=cfg.run.failure_reward, on_turn=on_turn,
                    row_context=row_context, row_groups=row_groups, max_live=max_live_of(cfg),
                    kv_reuse=cfg.agent.kv_reuse)
@@ -56,13 +59,14 @@ def summarize(episodes: list[dict]) -> dict:
     }
 
 
-def evaluate(policy, tasks, cfg, seed: int = 0, split: str = "heldout") -> tuple[dict, list]:
-    """Play the split's tasks with the current weights; (figures, episode records)."""
+def evaluate(policy, tasks, cfg, seed: int = 0, split: str = "heldout", context=None) -> tuple[dict, list]:
+    """Play the split's tasks with the current weights (and `context`, default the agent's own);
+    (figures, episode records)."""
     if split not in ("heldout", "validation"):
         raise ValueError(f"unknown task split {split!r}; allowed: heldout, validation")
     envs, ids, obs = getattr(tasks, split)()
     t0 = time.time()
-    episodes = [ep.to_json() for ep in run_episodes(policy, envs, ids, obs, cfg, seed)]
+    episodes = [ep.to_json() for ep in run_episodes(policy, envs, ids, obs, cfg, seed, context=context)]
     stats = summarize(episodes)
     stats["seconds"] = time.time() - t0
     return stats, episodes

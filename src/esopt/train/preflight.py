@@ -67,3 +67,14 @@ def check_run_config(cfg) -> None:
     check_env(cfg.env)
     check_device(cfg.runtime.device)
     check_model_name(cfg.model)
+    check_coevo(cfg)
+
+
+def check_coevo(cfg) -> None:
+    """coevo.mode context/both: the skill library loads and the initial logits fit it."""
+    if cfg.coevo.mode == "weights":
+        return
+    from ..agent.rollout import AgentContext
+    from ..coevo.search import ContextSearch
+
+    ContextSearch(cfg, AgentContext.from_config(cfg.agent))  # raises ConfigError naming what is wrong
