@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test clean
+.PHONY: install install-webarena demo test clean
 
 $(BIN)/python:
 	$(shell command -v $(PY) >/dev/null 2>&1 && echo $(PY) || echo python3) -m venv $(VENV)
@@ -19,6 +19,12 @@ $(STAMP): $(BIN)/python pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# WebArena / WebArena-Lite task configs (docs/web.md): esopt reads only these packages' data files.
+# --no-deps: their own dependency tree (libwebarena -> text-generation -> huggingface-hub<1) cannot
+# sit next to transformers 5, so it is not installed (and none of their modules is imported).
+install-webarena: $(STAMP)
+	$(BIN)/pip install -q --no-deps browsergym-webarenalite==0.14.3 libwebarena==0.0.4
 
 demo: $(STAMP)
 	$(BIN)/python -m esopt.demo configs/demo.yaml

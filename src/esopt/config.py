@@ -70,6 +70,15 @@ class GRPOConfig(Strict):
     checkpoint_every: int = Field(0, ge=0)  # also checkpoint every N steps (0: only at the end)
 
 
+class JudgeConfig(Strict):
+    """env.web.judge: the LLM judge WebArena's fuzzy_match asks (an OpenAI-compatible chat endpoint)."""
+
+    base_url: str  # e.g. https://api.openai.com/v1 or http://127.0.0.1:8000/v1 (POST <base_url>/chat/completions)
+    model: str
+    api_key_env: str | None = None  # name of the environment variable holding the API key (none: send no key)
+    timeout_s: float = Field(60.0, gt=0)
+
+
 class WebConfig(Strict):
     """env.id=browsergym: the browser and what an episode may do in it."""
 
@@ -81,6 +90,7 @@ class WebConfig(Strict):
     timeout_ms: int = Field(5000, ge=100)  # every browser call of an action
     chromium: str | None = None  # executable; none: chromium / chromium-browser / google-chrome on PATH
     headless: bool = True
+    judge: JudgeConfig | None = None  # WebArena fuzzy_match tasks only (docs/web.md)
 
 
 class EnvConfig(Strict):

@@ -33,7 +33,7 @@ DEFAULT_MAX_TURNS = 10
 class BrowserGymEnv(TextEnv):
     def __init__(self, task: str, seed: int = 0, max_turns: int | None = None, obs_max_chars: int = 4000,
                  allowed_hosts=DEFAULT_ALLOWED_HOSTS, timeout_ms: int = 5000, chromium: str | None = None,
-                 headless: bool = True):
+                 headless: bool = True, judge: dict | None = None):
         from .web_browser import ReusableBrowserEnv, find_chromium
         from .web_tasks import task_entrypoint, task_settings
 
@@ -41,7 +41,7 @@ class BrowserGymEnv(TextEnv):
         self.max_turns = max_turns or DEFAULT_MAX_TURNS
         self.obs_max_chars = obs_max_chars
         self.allowed_hosts = tuple(allowed_hosts)
-        kwargs, files = task_settings(task)
+        kwargs, files = task_settings(task, judge)
         self.env = ReusableBrowserEnv(task_entrypoint(task), kwargs, executable=find_chromium(chromium),
                                       headless=headless, timeout_ms=timeout_ms, allowed_hosts=self.allowed_hosts,
                                       allowed_files=files)

@@ -1,9 +1,11 @@
 """BrowserGym task ids -> task classes, their settings here, and train / validation / held-out task sets.
 
 A task id is BrowserGym's without the ``browsergym/`` prefix: ``miniwob.click-button``,
-``esopt-webshop.12`` (the local shop, esopt.envs.webshop), ``webarenalite.3`` (needs the
-WebArena sites, docs/web.md). Importing a namespace's package registers its tasks with
-gymnasium; nothing here touches the network.
+``esopt-webshop.12`` (the local shop, esopt.envs.webshop), ``webarenalite.4``, ``webarena.27``,
+``webarena-verified.27`` (on sites you host, docs/web.md); a WebArena-format file of your own is
+``webarena-file:<path>#<task_id>``. Importing a namespace's package registers its tasks with
+gymnasium, except for namespaces that build their tasks themselves (the WebArena ones,
+esopt.envs.webarena.namespaces); nothing here touches the network.
 
 An episode is a (task id, seed) pair. Seeds are split by their residue mod 4: held-out
 seeds are 0 mod 4, validation seeds 1 mod 4, training seeds 2 or 3 mod 4, so the three
@@ -30,6 +32,10 @@ class Namespace:
     module: str  # importing it registers the tasks
     install: str  # what to install when it is missing
     files: tuple[str, ...] = ()  # directories whose file: URLs the browser may load
+    sep: str = "."  # between the namespace and the task: <namespace><sep><task>
+    # the module lists, checks and builds its tasks itself, not through gymnasium's registry:
+    # task_ids(pattern), entrypoint(id), task_kwargs(id, judge), task_split(id), check_task(id, judge) -> hosts
+    builds_tasks: bool = False
 
 
 def _miniwob_dir() -> str:
@@ -38,21 +44,26 @@ def _miniwob_dir() -> str:
     return str(Path(miniwob.__file__).parent / "html" / "miniwob")
 
 
+_WEBARENA = "esopt.envs.webarena.namespaces"
+_WEBARENA_INSTALL = "make install-webarena (the task configs) and host the sites (docs/web.md)"
 NAMESPACES = {
     "miniwob": Namespace("browsergym.miniwob", "pip install browsergym-miniwob miniwob (or make install)"),
     "esopt-webshop": Namespace("esopt.envs.webshop", "it ships with esopt"),
-    "webarenalite": Namespace("browsergym.webarenalite", "pip install 'esopt[webarena]' and host the sites "
-                              "(docs/web.md)"),
-    "webarena": Namespace("browsergym.webarena", "pip install 'esopt[webarena]' and host the sites (docs/web.md)"),
+    "webarenalite": Namespace(_WEBARENA, _WEBARENA_INSTALL, builds_tasks=True),
+    "webarena": Namespace(_WEBARENA, _WEBARENA_INSTALL, builds_tasks=True),
+    "webarena-verified": Namespace(_WEBARENA, "install webarena-verified in a virtual environment of its own and "
+                                   "set ESOPT_WEBARENA_VERIFIED to its CLI (docs/web.md)", builds_tasks=True),
+    "webarena-file": Namespace(_WEBARENA, "it ships with esopt", sep=":", builds_tasks=True),
 }
 
 
 def namespace_of(task_id: str) -> str:
-    ns = task_id.split(".", 1)[0]
-    if ns not in NAMESPACES or "." not in task_id:
-        raise ValueError(f"unknown BrowserGym task {task_id!r}: use <namespace>.<task> with a namespace of "
-                         f"{', '.join(NAMESPACES)} (e.g. miniwob.click-button)")
-    return ns
+    for ns, spec in NAMESPACES.items():
+        if task_id.startswith(ns + spec.sep) and len(task_id) > len(ns) + len(spec.sep):
+            return ns
+    raise ValueError(f"unknown BrowserGym task {task_id!r}: use <namespace>.<task> with a namespace of "
+                     f"{', '.join(n for n, s in NAMESPACES.items() if s.sep == '.')} (e.g. miniwob.click-button), "
+                     "or webarena-file:<path>[#<task_id>]")
 
 
 def load_namespace(ns: str):
@@ -71,9 +82,12 @@ def load_namespace(ns: str):
 
 def task_entrypoint(task_id: str):
     """The callable BrowserGym builds task ``task_id``'s task object with (seed=..., **task_kwargs)."""
+    ns = namespace_of(task_id)
+    module = load_namespace(ns)
+    if NAMESPACES[ns].builds_tasks:
+        return module.entrypoint(task_id)
     import gymnasium as gym
 
-    load_namespace(namespace_of(task_id))
     try:
         env = gym.make("browsergym/" + task_id, disable_env_checker=True)
     except gym.error.Error as err:
@@ -81,9 +95,14 @@ def task_entrypoint(task_id: str):
     return env.unwrapped.task_entrypoint
 
 
-def task_settings(task_id: str) -> tuple[dict, tuple[str, ...]]:
-    """(task kwargs, directories the browser may load file: URLs from) for ``task_id`` here."""
+def task_settings(task_id: str, judge=None) -> tuple[dict, tuple[str, ...]]:
+    """(task kwargs, directories the browser may load file: URLs from) for ``task_id`` here.
+
+    ``judge`` (env.web.judge) goes to tasks that grade with an LLM judge.
+    """
     ns = namespace_of(task_id)
+    if NAMESPACES[ns].builds_tasks:
+        return load_namespace(ns).task_kwargs(task_id, judge), NAMESPACES[ns].files
     if ns == "miniwob":
         pages = _miniwob_dir()  # its pages load ../core, ../common: the whole html folder is allowed
         return {"base_url": Path(pages).as_uri() + "/"}, (str(Path(pages).parent),)
@@ -97,23 +116,34 @@ def task_split(task_id: str) -> str | None:
     return split_of(task_id) if split_of else None
 
 
-def expand(patterns: list[str]) -> list[str]:
-    """Task ids from ``patterns``: ids as given; ``<namespace>.*`` for all of a namespace's registered tasks."""
-    import gymnasium as gym
+def task_hosts(task_id: str, judge=None) -> tuple[str, ...]:
+    """Hosts the task's own sites are on (env.web.allowed_hosts must hold them); ValueError when the
+    task cannot run here (a site variable, the judge or a login missing). Empty for local tasks."""
+    ns = namespace_of(task_id)
+    check = getattr(load_namespace(ns), "check_task", None)
+    return tuple(check(task_id, judge)) if check else ()
 
+
+def expand(patterns: list[str]) -> list[str]:
+    """Task ids from ``patterns``: ids as given; ``<namespace>.*`` for all of a namespace's registered tasks;
+    ``webarena-file:<path>`` for all tasks of a file."""
     out: list[str] = []
     for pattern in patterns:
-        if pattern.endswith(".*"):
-            ns = pattern[:-2]
-            if ns not in NAMESPACES:
-                raise ValueError(f"unknown BrowserGym namespace in {pattern!r}; available: {', '.join(NAMESPACES)}")
+        wildcard = pattern.endswith(".*") and ":" not in pattern
+        if wildcard and pattern[:-2] not in NAMESPACES:
+            raise ValueError(f"unknown BrowserGym namespace in {pattern!r}; available: {', '.join(NAMESPACES)}")
+        ns = pattern[:-2] if wildcard else namespace_of(pattern)
+        if NAMESPACES[ns].builds_tasks:
+            out += load_namespace(ns).task_ids(pattern)
+        elif wildcard:
+            import gymnasium as gym
+
             load_namespace(ns)
             found = sorted(k[len("browsergym/"):] for k in gym.registry if k.startswith(f"browsergym/{ns}."))
             if not found:
                 raise ValueError(f"{pattern!r} matches no registered task")
             out += found
         else:
-            namespace_of(pattern)
             out.append(pattern)
     return list(dict.fromkeys(out))
 

@@ -25,14 +25,20 @@ def check_web_env(env) -> None:
         raise ConfigError("env.id=browsergym needs env.task: BrowserGym task ids, e.g. env.task=miniwob.click-button")
     try:
         from ..envs.web_browser import find_chromium
-        from ..envs.web_tasks import WebTaskSet, expand, task_entrypoint
+        from ..envs.web_tasks import WebTaskSet, expand, task_entrypoint, task_hosts
     except ImportError as err:
         raise ConfigError(f"env.id=browsergym needs BrowserGym ({err}); pip install 'esopt[web]' "
                           f"(make install does)") from None
     try:
         tasks = expand(env.task)
+        judge = env.web.judge.model_dump() if env.web.judge else None
+        allowed = {h.lower().strip("[]") for h in env.web.allowed_hosts}
         for task in tasks:
             task_entrypoint(task)
+            missing = [h for h in task_hosts(task, judge) if h not in allowed]
+            if missing:
+                raise ConfigError(f"env.web.allowed_hosts lacks {', '.join(missing)}, where {task}'s sites are; "
+                                  f"add it (env.web.allowed_hosts=[{', '.join([*env.web.allowed_hosts, *missing])}])")
         WebTaskSet(tasks, 0)
         find_chromium(env.web.chromium)
     except (ValueError, FileNotFoundError) as err:

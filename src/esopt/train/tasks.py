@@ -79,7 +79,8 @@ class WebSource:
             build = lambda **kw: make("browsergym", **kw)  # noqa: E731
         envs = [build(task=task, seed=seed, max_turns=self.env_cfg.max_turns, obs_max_chars=w.obs_max_chars,
                       allowed_hosts=w.allowed_hosts, timeout_ms=w.timeout_ms, chromium=w.chromium,
-                      headless=w.headless) for task, seed in episodes]
+                      headless=w.headless, judge=w.judge.model_dump() if w.judge else None)
+                for task, seed in episodes]
         return envs, [f"{task}#{seed}" for task, seed in episodes], [None] * len(envs)
 
     def train(self, n: int, generation: int, repeat: int = 1):

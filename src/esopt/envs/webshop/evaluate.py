@@ -25,71 +25,30 @@ Eval types (``eval.eval_types``; a task passes only if every listed type passes)
     values are compared after normalisation, numbers as numbers (JSON
     ``true``/``false`` count as 1/0, as SQLite stores them); a number never
     equals a text.
+
+The text and URL checks (``normalise``, ``includes``, ``check_contents``,
+``url_matches``) live in :mod:`esopt.envs.webarena.scoring`, shared with
+WebArena-format tasks on sites you host; the shop uses ``url_match``'s
+``exact`` rule.
 """
 
 from __future__ import annotations
 
-import re
-import unicodedata
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from urllib.parse import parse_qsl, urlsplit
 
+from esopt.envs.webarena.scoring import Outcome, check_contents, includes, normalise, url_matches
 from esopt.envs.webshop.htmlquery import select_texts
+
+__all__ = ["EVAL_TYPES", "Outcome", "PLACEHOLDER", "STATE_TYPES", "check_contents", "evaluate", "fill_url",
+           "includes", "normalise", "rows_match", "url_matches"]
 
 PLACEHOLDER = "__SHOP__"
 EVAL_TYPES = ("string_match", "url_match", "program_html", "db_match")
 STATE_TYPES = ("url_match", "program_html", "db_match")  # judged from the site, not from the answer
 
 
-def normalise(text: str) -> str:
-    text = " ".join(unicodedata.normalize("NFKC", str(text)).casefold().split())
-    previous = None
-    while text != previous:  # 'answer'. and "answer." both become answer
-        previous = text
-        text = text.strip("\"'\u201c\u201d\u2018\u2019` ")
-        if text.endswith("."):
-            text = text[:-1]
-    return text
-
-
-def includes(text: str, item: str) -> bool:
-    """``item`` occurs in ``text`` (both normalised) not glued to a letter, digit or decimal part."""
-    item, text = normalise(item), normalise(text)
-    if not item:
-        return True
-    pattern = r"(?<![\w])(?<!\d[.,])" + re.escape(item) + r"(?![\w])(?![.,]\d)"
-    return re.search(pattern, text) is not None
-
-
-def check_contents(text: str, required: dict) -> bool:
-    """``exact_match`` and/or ``must_include`` of a ``reference_answers``/``required_contents`` dict."""
-    unknown = set(required) - {"exact_match", "must_include"}
-    if unknown or not required:
-        raise ValueError(f"reference keys must be exact_match and/or must_include, got {sorted(required)}")
-    ok = True
-    if "exact_match" in required:
-        ok = ok and normalise(text) == normalise(required["exact_match"])
-    if "must_include" in required:
-        ok = ok and all(includes(text, item) for item in required["must_include"])
-    return ok
-
-
 def fill_url(url: str, base_url: str) -> str:
     return url.replace(PLACEHOLDER, base_url.rstrip("/"))
-
-
-def url_matches(url: str, reference: str) -> bool:
-    got, want = urlsplit(url), urlsplit(reference)
-    if (got.scheme, got.netloc) != (want.scheme, want.netloc):
-        return False
-    if (got.path or "/") != (want.path or "/"):
-        return False
-
-    def params(query: str) -> set[tuple[str, str]]:
-        return {(k, v) for k, v in parse_qsl(query, keep_blank_values=True) if v != ""}
-
-    return params(got.query) == params(want.query)
 
 
 def _same_value(got, want) -> bool:
@@ -104,14 +63,6 @@ def rows_match(rows: Sequence[Sequence], expected: Sequence[Sequence]) -> bool:
     if len(rows) != len(expected):
         return False
     return all(len(r) == len(e) and all(_same_value(g, w) for g, w in zip(r, e)) for r, e in zip(rows, expected))
-
-
-@dataclass
-class Outcome:
-    """The score of one evaluation: 1.0 when every eval type passed, else 0.0; ``checks`` by type."""
-
-    reward: float
-    checks: dict[str, bool] = field(default_factory=dict)
 
 
 def evaluate(task: dict, *, answer: str | None, url: str, base_url: str,
@@ -129,7 +80,7 @@ def evaluate(task: dict, *, answer: str | None, url: str, base_url: str,
         if kind == "string_match":
             checks[kind] = answer is not None and check_contents(answer, spec["reference_answers"])
         elif kind == "url_match":
-            checks[kind] = url_matches(url, fill_url(spec["reference_url"], base_url))
+            checks[kind] = url_matches(url, fill_url(spec["reference_url"], base_url), rule="exact")
         elif kind == "program_html":
             ok = True
             for item in spec["program_html"]:

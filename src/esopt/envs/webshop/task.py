@@ -31,23 +31,13 @@ from urllib.parse import urlsplit
 import playwright.sync_api
 from browsergym.core.task import AbstractBrowserTask
 
+from esopt.envs.webarena.episode import final_answer, http_on, leave_foreign_pages
 from esopt.envs.webshop.evaluate import STATE_TYPES, evaluate, fill_url
 from esopt.envs.webshop.server import ShopSite
 from esopt.envs.webshop.taskset import get_task, load_tasks
 
 ENV_PREFIX = "esopt-webshop"
-_HARMLESS = ("about:blank", "chrome-error://chromewebdata/")  # pages an aborted or new-tab navigation shows
-
-
-def final_answer(chat_messages) -> str | None:
-    """The agent's last message to the user after the goal was given, or None."""
-    seen_goal, answer = False, None
-    for message in chat_messages:
-        if message.get("role") == "user":
-            seen_goal = True
-        elif message.get("role") == "assistant" and seen_goal:
-            answer = message.get("message", "")
-    return answer
+__all__ = ["ENV_PREFIX", "WebShopTask", "final_answer", "make_env", "register_webshop_tasks"]
 
 
 class WebShopTask(AbstractBrowserTask):
@@ -112,25 +102,14 @@ class WebShopTask(AbstractBrowserTask):
     # -- helpers ----------------------------------------------------------------
 
     def _leave_foreign_pages(self, page: playwright.sync_api.Page) -> list[str]:
-        """URLs of open pages outside the site that routing cannot stop (``data:``, ``chrome:``, ...).
+        """Blank the open pages outside the site that routing cannot stop (``data:``, ``chrome:``, ...).
 
         Requests to other hosts and to ``file:`` are aborted by the route guard
         and end on Chromium's error page, which is allowed, as is
         ``about:blank``. Any other page is blanked before the observation is
         taken, and the episode ends (see the module docstring).
         """
-        own = urlsplit(self.site.base_url).netloc
-        left = []
-        for other in page.context.pages:
-            parts = urlsplit(other.url)
-            if (parts.scheme in ("http", "https") and parts.netloc == own) or other.url in _HARMLESS:
-                continue
-            left.append(other.url[:200])
-            try:
-                other.goto("about:blank")
-            except playwright.sync_api.Error:
-                other.close()
-        return left
+        return leave_foreign_pages(page, http_on([urlsplit(self.site.base_url).netloc]))
 
     def fetch(self, url: str) -> str:
         """A page of this episode's site as text ('' for any other URL or an error status)."""
