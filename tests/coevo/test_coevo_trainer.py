@@ -189,3 +189,24 @@ def test_weights_mode_is_byte_identical_to_plain_es(tiny_cfg):
     assert with_lib.coevo is None
     assert all(r is not None for rec in data["generations"] for r in rec["rewards"])  # members really played
     assert len({r for rec in data["generations"] for r in rec["rewards"]}) > 1
+
+
+def test_report_shows_the_context_search(tiny_cfg):
+    from esopt.report import write_report
+    from esopt.report.context import trajectory
+    from esopt.report.load import load_run
+
+    cfg = tiny_cfg("run.name=ctx-report", "coevo.mode=context", *LIBRARY, "es.population=8", "es.generations=12",
+                   "es.episodes_per_member=1", "eval.at_start=false")
+    tr = make_trainer(cfg, context_rollout)
+    tr.train()
+    points = trajectory(load_run(tr.run.path))
+    assert [g for g, _ in points] == list(range(13))
+    assert points[0][1]["B"] == pytest.approx(0.5) and points[-1][1]["B"] > points[0][1]["B"] + 0.2
+    assert points[-1][1]["H"] < points[0][1]["H"] - 0.2
+    assert points[-1][1]["strategy = alternative 1"] > 0.5
+    report = write_report(tr.run.path)
+    html = report.path.read_text()
+    section = html.split('<section id="context">', 1)[1].split("</section>", 1)[0]
+    assert "<td>B</td><td>skill</td><td>0.500</td>" in section and "The best member of each generation" in section
+    assert any(p.name == "report-context.png" for p in report.pngs)

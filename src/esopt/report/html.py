@@ -152,7 +152,12 @@ def page(run: RunData, plots: list[Plot], viewer: Viewer, files: dict[str, str],
     missing = [escape(m) for m in run.missing + viewer.notes]
     for other, label in zip(compare, labels[1:]):
         missing += [f"{escape(label)}: {escape(m)}" for m in other.missing]
+    from .context import context_section
+
+    context_html = context_section(run)  # empty unless the run searched its context (coevo)
     nav = ["<a href='#summary'>Summary</a>", "<a href='#plots'>Plots</a>"]
+    if context_html:
+        nav.append("<a href='#context'>Context</a>")
     if compare:
         nav.append("<a href='#compare'>Comparison</a>")
     nav += ["<a href='#trajectories'>Trajectories</a>", "<a href='#config'>Config</a>"]
@@ -163,6 +168,7 @@ def page(run: RunData, plots: list[Plot], viewer: Viewer, files: dict[str, str],
                     + "".join(f"<li>{m}</li>" for m in missing) + "</ul></section>")
     body.append(f'<section id="summary"><h2>Summary</h2>{_kv(summary_rows(run))}</section>')
     body.append('<section id="plots"><h2>Plots</h2>' + "".join(_figure(p, files) for p in plots) + "</section>")
+    body.append(context_html)
     if compare:
         body.append(f'<section id="compare"><h2>Comparison</h2>{_compare_table([run, *compare], list(labels))}'
                     + "".join(_figure(p, files) for p in compare_plots) + "</section>")

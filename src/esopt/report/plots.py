@@ -200,7 +200,11 @@ def memory(run: RunData) -> Plot:
 
 
 def run_plots(run: RunData) -> list[Plot]:
-    return [rewards(run), heldout(run), schedules(run), timing(run), memory(run)]
+    from .context import context_plot
+
+    plots = [rewards(run), heldout(run), schedules(run), timing(run), memory(run)]
+    ctx = context_plot(run)  # only for a context search (coevo)
+    return plots + ([ctx] if ctx is not None else [])
 
 
 # --------------------------------------------------------------- comparison
