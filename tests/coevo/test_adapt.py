@@ -153,7 +153,7 @@ def weight_rollout(policy, envs, ids, obs, cfg, seed, on_turn=None, **kw):
     return [Episode(task=i, observation0=o, reward=r, done=True) for i, o in zip(ids, obs)]
 
 
-def test_from_a_trained_run_starts_from_its_weights(esopt_cache, tmp_path, tiny_cfg):
+def test_from_a_trained_run_starts_from_its_weights(esopt_cache, tmp_path, tiny_cfg, capsys):
     from esopt.train.rundir import RunDir
     from esopt.train.trainer import Trainer
 
@@ -170,8 +170,43 @@ def test_from_a_trained_run_starts_from_its_weights(esopt_cache, tmp_path, tiny_
     assert result["rows"][0]["settings"]["none"]["weights_hash"] == trained  # evaluated with the run's weights
     meta = json.loads((root / "b2" / "weights-b4" / "history.json").read_text())["meta"]
     assert meta["base_weights_hash"] == trained  # adapted from them
+    # eval --run rebuilds a sub-run's weights from the run it started from, then its own history
+    from esopt.cli import main
+    from esopt.export import load_run_weights
+    from esopt.es.perturb import weights_hash
+
+    sub = root / "b2" / "weights-b4"
+    assert json.loads((sub / "init.json").read_text())["weights_hash"] == trained
+    model, _, _, n = load_run_weights(sub)
+    assert n == 1 and weights_hash(model) == json.loads((sub / "summary.json").read_text())["weights_hash"]
+    capsys.readouterr()
+    assert main(["eval", "--run", str(sub)]) == 0
+    reward = result["rows"][0]["settings"]["weights"]["reward"]
+    assert f"RESULT heldout_reward={reward:.4f}" in capsys.readouterr().out
     # the same adapt folder from other starting weights is refused
     from esopt.config import ConfigError
 
     with pytest.raises(ConfigError, match="other weights"):
         adapt_mod.run_adapt(path, [], log=lambda *a: None)
+
+
+def test_from_a_context_run_starts_from_its_final_context(esopt_cache, tmp_path, tiny_cfg):
+    from esopt.agent.rollout import Episode
+    from esopt.train.rundir import RunDir
+    from esopt.train.trainer import Trainer
+
+    def skill_b(policy, envs, ids, obs, cfg, seed, on_turn=None, context=None, **kw):
+        ctxs = context if isinstance(context, list) else [context] * len(ids)
+        return [Episode(task=i, observation0=o, reward=float("## B\nbravo" in c.system_prompt), done=True)
+                for i, o, c in zip(ids, obs, ctxs)]
+
+    cfg = tiny_cfg("run.name=ctx", "coevo.mode=context", "coevo.skills=[{name: A, text: alpha}, {name: B, text: bravo}]",
+                   "es.generations=6", "es.population=4", "es.episodes_per_member=1", "eval.at_start=false")
+    tr = Trainer(cfg, RunDir.create(cfg), log=lambda *a: None)
+    tr.rollout_fn = skill_b
+    tr.train()
+    assert tr.coevo.probs()["skills"]["B"] > 0.5
+    path = write_config(tmp_path, settings=["none"], budgets=[4], tasks={"b2": {}})
+    adapt_mod.run_adapt(path, [], from_run=str(tr.run.path), log=lambda *a: None)
+    prompt = RunDir(tmp_path / "out" / "t" / "b2" / "none").load_config().agent.system_prompt
+    assert "## B\nbravo" in prompt

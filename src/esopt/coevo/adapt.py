@@ -213,7 +213,7 @@ def Trainer(*args, **kwargs):  # the ES trainer, imported when used (tests repla
     return T(*args, **kwargs)
 
 
-def play(sub: SubRun, model, tok, start_state, start_hash: str, log=print) -> str:
+def play(sub: SubRun, model, tok, start_state, start: dict, log=print) -> str:
     """Run one sub-run to its summary.json; 'skipped' (already finished), 'resumed' or 'ran'."""
     from ..es.perturb import weights_hash
     from ..train.rundir import RunDir, holds_run
@@ -222,7 +222,7 @@ def play(sub: SubRun, model, tok, start_state, start_hash: str, log=print) -> st
     if (sub.path / "summary.json").exists():
         return "skipped"
     model.load_state_dict(start_state)
-    if weights_hash(model) != start_hash:
+    if weights_hash(model) != start["weights_hash"]:
         raise RuntimeError("the starting weights did not restore bit-exactly")
     resumed = holds_run(sub.path)
     if resumed:
@@ -231,6 +231,11 @@ def play(sub: SubRun, model, tok, start_state, start_hash: str, log=print) -> st
     else:
         run = RunDir.create(sub.cfg)
     try:
+        if start["from"] is not None:  # eval --run / export / report rebuild the start from it (export.start_from)
+            from ..es.history import atomic_write_text
+
+            init = {k: start[k] for k in ("from", "generations", "weights_hash")}
+            atomic_write_text(run.path / "init.json", json.dumps(init, indent=1))
         trainer = Trainer(sub.cfg, run, model, tok, log=log)
         if sub.setting == "none":
             finish_run(run, model, {0: trainer.evaluate(0)}, 0, log)
@@ -289,7 +294,7 @@ def run_adapt(config: str | Path, overrides: list[str], from_run: str | None = N
         label = f"{sub.task} / {sub.path.name}"
         t0 = time.time()
         try:
-            status = play(sub, model, tok, start_state, start["weights_hash"], log)
+            status = play(sub, model, tok, start_state, start, log)
             fig = figures(sub)
             log(f"[esopt] adapt {k + 1}/{len(subs)} {label}: {status}, held-out {fig['reward']:.3f} ± "
                 f"{fig['reward_se']:.3f} ({time.time() - t0:.0f}s)")
