@@ -210,3 +210,29 @@ def test_from_a_context_run_starts_from_its_final_context(esopt_cache, tmp_path,
     adapt_mod.run_adapt(path, [], from_run=str(tr.run.path), log=lambda *a: None)
     prompt = RunDir(tmp_path / "out" / "t" / "b2" / "none").load_config().agent.system_prompt
     assert "## B\nbravo" in prompt
+
+
+def test_a_failed_sub_run_is_recorded_and_the_others_go_on(esopt_cache, tmp_path, monkeypatch):
+    real = adapt_mod.Trainer
+
+    def flaky(cfg, run, *a, **k):
+        if run.path.name == "context-b4":
+            raise RuntimeError("boom")
+        return real(cfg, run, *a, **k)
+
+    monkeypatch.setattr(adapt_mod, "Trainer", flaky)
+    path = write_config(tmp_path, budgets=[4], tasks={"b2": {}})
+    result = adapt_mod.run_adapt(path, [], log=lambda *a: None)
+    root = tmp_path / "out" / "t"
+    assert result["failed"] == [str(root / "b2" / "context-b4")]
+    row = result["rows"][0]
+    assert "boom" in row["settings"]["context"]["error"] and row["settings"]["both"]["status"] == "ran"
+    assert [(c["a"], c["b"]) for c in row["comparisons"]] == [("weights", "none"), ("both", "none"),
+                                                              ("both", "weights")]
+    assert "| failed |" in (root / "adapt.md").read_text()
+    monkeypatch.setattr(adapt_mod, "Trainer", real)
+    again = adapt_mod.run_adapt(path, [], log=lambda *a: None)
+    assert not again["failed"] and again["rows"][0]["settings"]["context"]["status"] == "ran"
+    assert {k: v["status"] for k, v in again["rows"][0]["settings"].items()} == {
+        "none": "skipped", "context": "ran", "weights": "skipped", "both": "skipped"}
+    assert len(again["rows"][0]["comparisons"]) == 5
