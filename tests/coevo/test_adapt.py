@@ -183,6 +183,10 @@ def test_from_a_trained_run_starts_from_its_weights(esopt_cache, tmp_path, tiny_
     assert main(["eval", "--run", str(sub)]) == 0
     reward = result["rows"][0]["settings"]["weights"]["reward"]
     assert f"RESULT heldout_reward={reward:.4f}" in capsys.readouterr().out
+    # so does esopt train --resume of an unfinished one
+    (sub / "summary.json").unlink()
+    assert main(["train", "--resume", str(sub)]) == 0
+    assert json.loads((sub / "summary.json").read_text())["weights_hash"] == weights_hash(model)
     # the same adapt folder from other starting weights is refused
     from esopt.config import ConfigError
 
