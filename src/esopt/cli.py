@@ -282,7 +282,8 @@ def cmd_adapt(a) -> int:
 
     config, overrides = _split(a.args)
     if config is None:
-        raise SystemExit("esopt: error: adapt needs a config file with an adapt: section (e.g. configs/adapt-demo.yaml)")
+        raise SystemExit("esopt: error: adapt needs a config file with an adapt: section "
+                         "(e.g. configs/adapt-demo.yaml)")
     result = run_adapt(config, overrides, a.from_run)
     for key, v in result["totals"].items():
         name = key.replace(" vs ", "_vs_").replace(" @ ", "_b")

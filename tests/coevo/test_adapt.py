@@ -204,7 +204,8 @@ def test_from_a_context_run_starts_from_its_final_context(esopt_cache, tmp_path,
         return [Episode(task=i, observation0=o, reward=float("## B\nbravo" in c.system_prompt), done=True)
                 for i, o, c in zip(ids, obs, ctxs)]
 
-    cfg = tiny_cfg("run.name=ctx", "coevo.mode=context", "coevo.skills=[{name: A, text: alpha}, {name: B, text: bravo}]",
+    cfg = tiny_cfg("run.name=ctx", "coevo.mode=context",
+                   "coevo.skills=[{name: A, text: alpha}, {name: B, text: bravo}]",
                    "es.generations=6", "es.population=4", "es.episodes_per_member=1", "eval.at_start=false")
     tr = Trainer(cfg, RunDir.create(cfg), log=lambda *a: None)
     tr.rollout_fn = skill_b
