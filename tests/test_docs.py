@@ -25,5 +25,10 @@ def test_config_reference_lists_every_key():
 def test_shipped_configs_are_valid():
     from esopt.config import load_config
 
+    from esopt.coevo.adapt import load_adapt, plan
+
     for path in (ROOT / "configs").glob("*.yaml"):
-        load_config(path)
+        if path.name.startswith("adapt-"):  # a run config plus an adapt: section: every sub-run's config
+            plan(*load_adapt(path, []))
+        else:
+            load_config(path)

@@ -1,4 +1,4 @@
-"""esopt command line: train, eval, export, bench, report."""
+"""esopt command line: train, eval, export, bench, report, adapt."""
 from __future__ import annotations
 
 import argparse
@@ -277,6 +277,20 @@ def cmd_report(a) -> int:
     return 0
 
 
+def cmd_adapt(a) -> int:
+    from .coevo.adapt import run_adapt
+
+    config, overrides = _split(a.args)
+    if config is None:
+        raise SystemExit("esopt: error: adapt needs a config file with an adapt: section "
+                         "(e.g. configs/adapt-demo.yaml)")
+    result = run_adapt(config, overrides, a.from_run)
+    for key, v in result["totals"].items():
+        name = key.replace(" vs ", "_vs_").replace(" @ ", "_b")
+        print(f"RESULT adapt_{name}=W{v['win']}/T{v['tie']}/L{v['loss']}")
+    return 1 if result["failed"] else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="esopt", description="Evolution strategies for fine-tuning LLM agents.")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -345,6 +359,16 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--compare", nargs="+", action="extend", metavar="RUN_DIR", help="runs to overlay on the plots")
     r.add_argument("--out", metavar="FILE", help="HTML file to write (the PNGs go beside it)")
     r.set_defaults(func=cmd_report)
+    d = sub.add_parser("adapt", help="test-time adaptation table: none / context / weights / both x tasks x budgets",
+                       description="Adapt a starting agent (the base model, or --from a run's final weights) to the "
+                                   "task variants of CONFIG's adapt: section under episode budgets; writes one run "
+                                   "folder per sub-run and adapt.json / adapt.md with paired wins, ties and losses. "
+                                   "Re-running skips finished sub-runs. Args: CONFIG.yaml [key.path=value ...] "
+                                   "(adapt.budgets=[32] etc. set the adapt section)")
+    d.add_argument("args", nargs="*", metavar="CONFIG_OR_OVERRIDE")
+    d.add_argument("--from", dest="from_run", metavar="RUN_DIR",
+                   help="start every sub-run from this run's final weights (and a context run's final context)")
+    d.set_defaults(func=cmd_adapt)
     return p
 
 

@@ -25,8 +25,24 @@ def load_run_weights(run_dir: str | Path, upto: int | None = None):
         if upto is not None:
             raise ValueError("a GRPO run keeps only its last checkpoint: weights after `upto` steps are not available")
         return model, tok, cfg, int(load_weights(run.path, model)["step"])
+    start_from(run, model)
     n = run.history().replay(make_perturber(model, cfg.es), upto=upto)
     return model, tok, cfg, n
+
+
+def start_from(run: RunDir, model) -> None:
+    """A run that started from another run's final weights (esopt adapt --from) names it in
+    RUN/init.json: load those weights into `model` (replayed, hash-verified) before its own history."""
+    path = run.path / "init.json"
+    if not path.exists():
+        return
+    info = json.loads(path.read_text())
+    es = RunDir(Path(info["from"])).load_config().algo == "es"  # a GRPO run keeps only its last weights
+    src, _, _, _ = load_run_weights(info["from"], upto=info.get("generations") if es else None)
+    model.load_state_dict(src.state_dict())
+    if weights_hash(model) != info["weights_hash"]:
+        raise RuntimeError(f"{run.path} started from {info['from']} with weights {info['weights_hash'][:12]}; "
+                           f"replaying that run now gives {weights_hash(model)[:12]}")
 
 
 def _usable(device: str) -> str:

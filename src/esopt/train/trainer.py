@@ -44,6 +44,9 @@ class Trainer:
             torch.set_num_threads(cfg.runtime.threads)
         if model is None:
             model, tokenizer = load_model(cfg.model, cfg.runtime.dtype, cfg.runtime.device)
+            from ..export import start_from
+
+            start_from(run, model)  # a run begun from another run's weights (esopt adapt --from): those first
         self.model = model
         self.policy = HFPolicy(model, tokenizer, cfg.agent.batch_size)
         self.perturber = make_perturber(model, cfg.es)
