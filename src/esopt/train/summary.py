@@ -21,14 +21,16 @@ TRAJECTORY_PREFIX = {"heldout": "eval", "validation": "val"}  # trajectories/<pr
 
 
 def record_eval(run: RunDir, policy, tasks, cfg, generation: int, log=print, unit: str = "generations",
-                boundary: bool = True) -> dict:
+                boundary: bool = True, play=None) -> dict:
     """Evaluation after `generation` updates, with the unperturbed weights: per split (eval_splits)
     the trajectories and a log line, and one metrics line (heldout_* and validation_* keys).
-    Returns {split: figures}."""
+    play(split, seed) -> (figures, episode records), if given, plays a split elsewhere (on Ray
+    workers); by default `policy` plays it here. Returns {split: figures}."""
     line: dict = {"kind": "eval", "generation": generation}
     out = {}
     for split in eval_splits(cfg, boundary):
-        stats, episodes = evaluate(policy, tasks, cfg, seed=derive_seed("eval", cfg.run.seed), split=split)
+        seed = derive_seed("eval", cfg.run.seed)
+        stats, episodes = play(split, seed) if play else evaluate(policy, tasks, cfg, seed=seed, split=split)
         run.write_trajectories(f"{TRAJECTORY_PREFIX[split]}_gen{generation:04d}",
                                [{"generation": generation, **ep} for ep in episodes])
         line.update({f"{split}_{k}": v for k, v in stats.items() if k != "per_task"})

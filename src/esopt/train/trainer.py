@@ -1,14 +1,14 @@
 """The ES trainer: wires strategy, perturber, policy, tasks and the run folder.
 
-One generation: ask -> for each member (perturbed, always restored) play its
-episodes -> tell -> apply_update -> append the history record (the checkpoint)
+One generation: ask -> the runner plays each member (perturbed, always restored;
+here, or on Ray workers: train/runner.py) -> tell -> apply_update (here and on
+every replica, hashes compared) -> append the history record (the checkpoint)
 -> metrics, trajectories, periodic held-out evaluation.
 """
 from __future__ import annotations
 
 import math
 import time
-import traceback
 
 import numpy as np
 import torch
@@ -25,6 +25,7 @@ from ..utils.seeding import derive_seed
 from .evaluate import run_episodes
 from .loop import train_loop
 from .rundir import RunDir
+from .runner import LocalRunner, MemberRunner
 from .summary import finish_run, record_eval
 from .tasks import TaskSource
 
@@ -36,12 +37,15 @@ def schedule_values(cfg: Config, t: int) -> tuple[float, float]:
 
 
 class Trainer:
-    def __init__(self, cfg: Config, run: RunDir, model=None, tokenizer=None, log=print):
+    def __init__(self, cfg: Config, run: RunDir, model=None, tokenizer=None, log=print, runner: MemberRunner | None = None):
+        """runner: where members are played (default: here, LocalRunner; dist.RayRunner: on Ray workers)."""
         self.cfg, self.run, self.log = cfg, run, log
-        if cfg.runtime.threads:
-            torch.set_num_threads(cfg.runtime.threads)
+        self.runner = runner or LocalRunner()
+        threads = self.runner.driver_threads or cfg.runtime.threads
+        if threads:
+            torch.set_num_threads(threads)
         if model is None:
-            model, tokenizer = load_model(cfg.model, cfg.runtime.dtype, cfg.runtime.device)
+            model, tokenizer = load_model(cfg.model, cfg.runtime.dtype, self.runner.driver_device or cfg.runtime.device)
         self.model = model
         self.policy = HFPolicy(model, tokenizer, cfg.agent.batch_size)
         self.perturber = make_perturber(model, cfg.es)
@@ -51,7 +55,8 @@ class Trainer:
         self.history = run.history(meta={"model": cfg.model, "base_weights_hash": weights_hash(model),
                                           "scope_numel": self.perturber.numel,
                                           "noise": self.perturber.describe()})
-        self.rollout_fn = run_episodes  # replaceable in tests
+        self.rollout_fn = run_episodes  # replaceable in tests (a RayRunner sends a replaced one to its workers)
+        self.runner.start(self)
 
     def warn_precision(self) -> list[str]:
         """In bf16/fp16, say so at startup when the run's smallest sigma would leave most elements
@@ -80,126 +85,20 @@ class Trainer:
 
     # --------------------------------------------------------------- evaluation
     def evaluate(self, generation: int, boundary: bool = True) -> dict:
-        return record_eval(self.run, self.policy, self.tasks, self.cfg, generation, self.log, boundary=boundary)
+        return record_eval(self.run, self.policy, self.tasks, self.cfg, generation, self.log, boundary=boundary,
+                           play=self.runner.evaluate)
 
     # --------------------------------------------------------------- generation
-    def play_member(self, m, sigma: float, t: int, times: dict, progress=None):
-        """(reward, episodes, error traceback) of one member; the weights are restored whatever happens."""
-        cfg = self.cfg
-        envs, ids, obs = self.tasks.train(cfg.es.episodes_per_member, t)
-        t0 = time.time()
-        marks = []
-        try:
-            with self.perturber.perturbed(m.seed, sigma, m.sign):
-                marks.append(time.time())
-                episodes = self.rollout_fn(self.policy, envs, ids, obs, cfg,
-                                           seed=derive_seed("rollout", cfg.run.seed, t, m.index), on_turn=progress)
-                marks.append(time.time())
-        except Exception:  # the member counts as the worst (NaN reward); the weights were restored
-            error = traceback.format_exc()
-            self.log(f"[esopt] member {m.index} of generation {t} failed:\n{error}")
-            return float("nan"), [], error
-        finally:
-            end = time.time()
-            marks += [end] * (2 - len(marks))
-            times["perturb"] += marks[0] - t0
-            times["rollout"] += marks[1] - marks[0]
-            times["restore"] += end - marks[1]
-        return float(np.mean([ep.reward for ep in episodes])), episodes, None
-
-    def play_sequential(self, members, sigma: float, t: int, times: dict, bar=None):
-        """Full-rank noise: members one after another, each with perturbed weights."""
-        rewards, traj, errors = [], [], {}
-        for m in members:
-            progress = None
-            if bar is not None:
-                so_far = f"{np.nanmean(rewards):.3f}" if rewards else "-"
-
-                def progress(turn, done, m=m, so_far=so_far):
-                    bar.set_postfix_str(f"gen {t} member {m.index} episodes {done}/{self.cfg.es.episodes_per_member} "
-                                        f"reward {so_far}", refresh=False)
-            reward, episodes, error = self.play_member(m, sigma, t, times, progress)
-            rewards.append(reward)
-            traj += [{"generation": t, "member": m.index, **ep.to_json()} for ep in episodes]
-            if error:
-                errors[str(m.index)] = error
-            if bar is not None:
-                bar.update(1)
-        return rewards, traj, errors
-
-    def play_lowrank(self, members, sigma: float, t: int, times: dict, bar=None):
-        """Low-rank noise: every member's episodes decode together, one member per batch row.
-        With es.lowrank_others=full each member's other tensors are perturbed in place, so the
-        members decode one after another (each batch holds one member's rows)."""
-        if self.perturber.others is None:
-            return self._play_rows(members, sigma, t, times, bar, derive_seed("rollout", self.cfg.run.seed, t))
-        rewards, traj, errors = [], [], {}
-        for m in members:
-            t0 = time.time()
-            with self.perturber.others_perturbed(m.seed, sigma, m.sign):
-                t1 = time.time()
-                r, tr, err = self._play_rows([m], sigma, t, times, bar,  # records a failed rollout, never raises
-                                             derive_seed("rollout", self.cfg.run.seed, t, m.index))
-                t2 = time.time()
-            times["perturb"] += t1 - t0
-            times["restore"] += time.time() - t2
-            rewards += r
-            traj += tr
-            if err:
-                errors[str(m.index)] = err["all"]
-        return rewards, traj, errors
-
-    def _play_rows(self, members, sigma: float, t: int, times: dict, bar, rollout_seed: int):
-        """These members' episodes in one rollout, row j under its member's side terms."""
-        cfg = self.cfg
-        envs, ids, obs, row_member = [], [], [], []
-        for k, _ in enumerate(members):
-            e, i, o = self.tasks.train(cfg.es.episodes_per_member, t)
-            envs += e
-            ids += i
-            obs += o
-            row_member += [k] * len(e)
-        rows = torch.tensor(row_member)
-        seeds, scales = [m.seed for m in members], [m.sign * sigma for m in members]
-
-        def row_context(idx):
-            return self.perturber.side_terms(seeds, scales, rows[idx])
-
-        progress = None
-        if bar is not None:
-            def progress(turn, done):
-                bar.set_postfix_str(f"gen {t} turn {turn} episodes {done}/{len(envs)}", refresh=False)
-        t0 = time.time()
-        try:
-            episodes = self.rollout_fn(self.policy, envs, ids, obs, cfg, seed=rollout_seed,
-                                       on_turn=progress, row_context=row_context, row_groups=row_member)
-        except Exception:
-            error = traceback.format_exc()
-            self.log(f"[esopt] generation {t} rollout of members {[m.index for m in members]} failed:\n{error}")
-            return [float("nan")] * len(members), [], {"all": error}
-        finally:
-            times["rollout"] += time.time() - t0
-            if bar is not None:
-                bar.update(len(members))
-        rewards = [float(np.mean([ep.reward for ep, r in zip(episodes, row_member) if r == k])) for k in range(len(members))]
-        traj = [{"generation": t, "member": members[r].index, **ep.to_json()} for ep, r in zip(episodes, row_member)]
-        return rewards, traj, {}
-
     def generation(self, t: int, bar=None) -> dict:
         cfg = self.cfg
         sigma, alpha = schedule_values(cfg, t)
         members = self.strategy.ask(t, self.perturber.stream_keys)
         times = {"perturb": 0.0, "rollout": 0.0, "restore": 0.0}
-        tokens0 = self.policy.tokens_generated
-        play = self.play_lowrank if cfg.es.noise == "lowrank" else self.play_sequential
-        rewards, traj, errors = play(members, sigma, t, times, bar)
+        played = self.runner.play(members, sigma, t, times, bar)  # here, or on Ray workers (train/runner.py)
+        rewards, traj, errors = played.rewards, played.traj, played.errors
         coefs, n_bad = self.strategy.tell(members, rewards)
-        t0 = time.time()
-        self.perturber.apply_update([m.seed for m in members], coefs, alpha, len(members))
-        times["update"] = time.time() - t0
-        t0 = time.time()
-        digest = weights_hash(self.model)
-        times["hash"] = time.time() - t0
+        # the update, here and on every replica; a replica whose weights hash differs stops the run
+        digest = self.runner.update(t, [m.seed for m in members], coefs, alpha, len(members), times)
         record = {
             "generation": t, "sigma": sigma, "alpha": alpha, "population": len(members),
             "seeds": [m.seed for m in members], "signs": [m.sign for m in members],
@@ -215,8 +114,8 @@ class Trainer:
         stats = {
             "kind": "train", "generation": t, "reward_mean": float(finite.mean()), "reward_max": float(finite.max()),
             "reward_min": float(finite.min()), "reward_std": float(finite.std()), "sigma": sigma, "alpha": alpha,
-            "nonfinite_rewards": n_bad, "episodes": len(traj), "tokens": self.policy.tokens_generated - tokens0,
-            **{f"time_{k}": v for k, v in times.items()},
+            "nonfinite_rewards": n_bad, "episodes": len(traj), "tokens": played.tokens,
+            **{f"time_{k}": v for k, v in times.items()}, **played.extra,
         }
         self.run.log(stats)
         return stats
@@ -235,4 +134,5 @@ class Trainer:
         return train_loop(self, start, T, bar, describe)  # the history record is the checkpoint
 
     def finish(self, evals: dict) -> dict:
+        self.runner.close()  # Ray workers are not needed for the summary and report
         return finish_run(self.run, self.model, evals, self.cfg.es.generations, self.log)
