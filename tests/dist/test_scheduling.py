@@ -119,3 +119,14 @@ def test_cli_ray_flags_are_checked_first(tmp_path, capsys, monkeypatch):
     with pytest.raises(SystemExit, match="GRPO baseline runs in one process"):
         main(base + ["--algo", "grpo", "--ray-address", "auto"])
     assert not (tmp_path / "flags").exists()  # nothing was created
+
+
+def test_worker_threads_also_size_numbas_pool():
+    """A worker (or training process) on fewer threads than cores sizes numba's pool to them before
+    numba loads: its default pool (one thread per core) starved torch's threads many-fold."""
+    import subprocess
+
+    code = ("from esopt.utils.threads import set_threads; set_threads(1); import numba, torch; "
+            "print(numba.config.NUMBA_NUM_THREADS, torch.get_num_threads())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["1", "1"]

@@ -25,6 +25,7 @@ from ..train.evaluate import run_episodes
 from ..train.members import new_times, play_unit
 from ..train.tasks import TaskSource
 from ..utils.memory import peak_rss_mb
+from ..utils.threads import set_threads
 from .errors import ReplicaError
 
 REPLAY_KEYS = ("generation", "seeds", "coefficients", "alpha", "population", "weights_hash")
@@ -46,7 +47,7 @@ class Replica:
         """records: the history so far (replay_records); rollout_fn: a replacement for run_episodes
         (tests); env: environment variables to set first (ESOPT_CACHE)."""
         os.environ.update(env or {})
-        torch.set_num_threads(threads)  # numba's kernels follow torch's count (es/kernels.py)
+        set_threads(threads)  # torch's, and numba's pool for the kernels (before numba loads)
         self.cfg, self.index = cfg, index
         t0 = time.time()
         self.model, tokenizer = load_model(cfg.model, cfg.runtime.dtype, worker_device(cfg.runtime.device))

@@ -11,7 +11,6 @@ import math
 import time
 
 import numpy as np
-import torch
 from tqdm import tqdm
 
 from ..config import Config
@@ -22,6 +21,7 @@ from ..es.schedules import scheduled
 from ..es.strategy import Strategy
 from ..models import HFPolicy, load_model
 from ..utils.seeding import derive_seed
+from ..utils.threads import set_threads
 from .evaluate import run_episodes
 from .loop import train_loop
 from .rundir import RunDir
@@ -43,7 +43,7 @@ class Trainer:
         self.runner = runner or LocalRunner()
         threads = self.runner.driver_threads or cfg.runtime.threads
         if threads:
-            torch.set_num_threads(threads)
+            set_threads(threads)  # torch's, and numba's pool (the kernels of table noise)
         if model is None:
             model, tokenizer = load_model(cfg.model, cfg.runtime.dtype, self.runner.driver_device or cfg.runtime.device)
         self.model = model
