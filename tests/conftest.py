@@ -65,3 +65,17 @@ def tiny_cfg(esopt_cache, tmp_path):
         return load_config(None, TINY_OVERRIDES + [f"run.out_dir={tmp_path}"] + list(extra))
 
     return make
+
+
+@pytest.fixture(scope="module")
+def ray_local(esopt_cache):
+    """One local Ray instance (2 CPUs) per test module (tests/dist); its rollout helpers travel
+    to the workers by value (the workers cannot import test modules)."""
+    ray = pytest.importorskip("ray")
+    import dist_helpers
+
+    ray.cloudpickle.register_pickle_by_value(dist_helpers)
+    ray.init(num_cpus=2, include_dashboard=False, object_store_memory=100 << 20, logging_level="WARNING")
+    yield ray
+    ray.shutdown()
+    ray.cloudpickle.unregister_pickle_by_value(dist_helpers)

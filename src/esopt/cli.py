@@ -26,18 +26,19 @@ def cmd_train(a) -> int:
     from .train.preflight import check_run_config
 
     config, overrides = _split(a.args)
-    run = None
+    run = runner = None
     if a.resume:
         if config:
             raise SystemExit("esopt: error: --resume takes the run's own config; pass no config file")
     else:
         cfg = load_config(config or _default_config(), overrides + ([f"algo={a.algo}"] if a.algo else []))
-        check_run_config(cfg)
+        check_run_config(cfg, device=not _on_ray(a))  # on Ray the workers' devices are checked there
     try:
+        runner = _runner(a)
         if a.resume:
-            run, cfg, trainer, start = _resume(a, overrides)
+            run, cfg, trainer, start = _resume(a, overrides, runner)
         else:
-            run, trainer, start = _start(cfg)
+            run, trainer, start = _start(cfg, runner)
         try:
             summary = trainer.train(start)
         except OSError as err:  # a full or read-only disk: what was written stays (history is written atomically)
@@ -46,26 +47,55 @@ def cmd_train(a) -> int:
             raise RunFolderError(f"training stopped: {err}. The run's history is intact; once the disk has room "
                                  f"(or is writable) continue with: esopt train --resume {run.path}") from None
     finally:
+        if runner is not None:
+            runner.close()  # stops the Ray workers (and the Ray instance esopt started)
         if run is not None:
             run.unlock()  # the process ending releases it too; this is for callers in the same process
     _print_summary(summary)
     return 0
 
 
-def _start(cfg):
+def _on_ray(a) -> bool:
+    return a.workers is not None or a.ray_address is not None
+
+
+def _runner(a):
+    """Where members are played: on Ray with --workers / --ray-address (dist/), else here (None)."""
+    if not _on_ray(a):
+        return None
+    if a.algo == "grpo":
+        raise SystemExit("esopt: error: --workers / --ray-address play ES members on Ray; the GRPO baseline "
+                         "runs in one process")
+    from .dist.runner import RayRunner
+
+    return RayRunner(workers=a.workers, address=a.ray_address)
+
+
+def _start(cfg, runner=None):
     from .train.rundir import RunDir
 
+    if runner is not None and cfg.algo == "grpo":
+        raise SystemExit("esopt: error: --workers / --ray-address play ES members on Ray; the GRPO baseline "
+                         "runs in one process")
+    if runner is not None and cfg.coevo.mode != "weights":
+        raise SystemExit(f"esopt: error: coevo.mode={cfg.coevo.mode} runs in one process for now; --workers / "
+                         "--ray-address play weights-only ES (coevo.mode=weights)")
     run = RunDir.create(cfg)
     print(f"[esopt] run folder: {run.path}", flush=True)
     try:
-        trainer = _trainer_class(cfg)(cfg, run)
+        trainer = _make_trainer(cfg, run, runner)
     except BaseException:
         _remove_if_empty(run)  # nothing trained: leave no orphan folder behind
         raise
     return run, trainer, 0
 
 
-def _resume(a, overrides):
+def _make_trainer(cfg, run, runner=None):
+    cls = _trainer_class(cfg)
+    return cls(cfg, run) if runner is None else cls(cfg, run, runner=runner)
+
+
+def _resume(a, overrides, runner=None):
     from .train.preflight import check_run_config
     from .train.resume_check import check_resume
     from .train.rundir import RunDir
@@ -74,11 +104,14 @@ def _resume(a, overrides):
     cfg = run.load_config(overrides)
     if a.algo and a.algo != cfg.algo:
         raise SystemExit(f"esopt: error: {a.resume} is a {cfg.algo} run; --algo {a.algo} cannot resume it")
-    check_run_config(cfg)
+    if runner is not None and cfg.algo == "grpo":
+        raise SystemExit(f"esopt: error: {a.resume} is a GRPO run, which runs in one process: resume it without "
+                         "--workers / --ray-address")
+    check_run_config(cfg, device=runner is None)
     run.lock()
     try:
         check_resume(run, cfg)  # under the lock: what is done cannot change while we check
-        trainer = _trainer_class(cfg)(cfg, run)
+        trainer = _make_trainer(cfg, run, runner)
         start = trainer.resume()  # replays and verifies the history under the new config
     except BaseException:
         run.unlock()
@@ -244,6 +277,10 @@ def cmd_bench(a) -> int:
         from .bench.multiturn import main
 
         main(config, overrides, a.out or "bench-results/multiturn.json", max(a.repeats or 3, 1))
+    elif a.name == "ray":
+        from .bench.distributed import main
+
+        main(config, overrides, a.out or "bench-results/ray.json", cores=a.workers or 2, repeats=max(a.repeats or 2, 1))
     elif a.name == "horizon":
         from .bench.horizon import main
 
@@ -299,6 +336,12 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("args", nargs="*", metavar="CONFIG_OR_OVERRIDE")
     t.add_argument("--resume", metavar="RUN_DIR", help="continue a stopped run from its history")
     t.add_argument("--algo", choices=["es", "grpo"], help="es (default) or the grpo baseline: sets the config key algo")
+    t.add_argument("--workers", type=int, metavar="N",
+                   help="play members on N Ray workers, one model replica each (a local Ray instance started "
+                        "here, or the cluster of --ray-address); runtime.threads is per worker (docs/ray.md)")
+    t.add_argument("--ray-address", metavar="ADDR",
+                   help="play members on an existing Ray cluster: auto (the one `ray start` made here) or "
+                        "host:port of its head; workers: --workers, or one per GPU / as many as the cores fit")
     t.set_defaults(func=cmd_train)
     e = sub.add_parser("eval", help="held-out evaluation of a run or a model",
                        description="Evaluate a run's final weights (--run) or a model (--model) on the held-out tasks.")
@@ -321,13 +364,13 @@ def build_parser() -> argparse.ArgumentParser:
     x.set_defaults(func=cmd_export)
     b = sub.add_parser("bench", help="benchmarks (print RESULT lines, write JSON)")
     b.add_argument("name", choices=["es-memory", "memory", "perturb", "throughput", "compare", "population",
-                                    "precision", "horizon", "multiturn", "web"])
+                                    "precision", "horizon", "multiturn", "web", "ray"])
     b.add_argument("args", nargs="*", metavar="CONFIG_OR_OVERRIDE")
     b.add_argument("--out", help="JSON output path")
     b.add_argument("--repeats", type=int, default=None,
                    help="es-memory (default 3) / memory (default 1): fresh-process runs of each phase; "
                         "perturb (default 3): timed rounds; multiturn (default 3): rollouts; medians are compared; "
-                        "web (default 12): episodes per env")
+                        "web (default 12): episodes per env; ray (default 2): timed generations per setup")
     b.add_argument("--tasks", help="memory: comma-separated subset of 4x4-demo,9x9-h5,9x9-h10,9x9-h15 (default: all); "
                                    "horizon: horizons as 4x4-bN / 9x9-hN, N blanks and 3N turns "
                                    "(default 4x4-b2,4x4-b4,4x4-b6; the paper's: 9x9-h5,9x9-h10,9x9-h15)")
@@ -349,6 +392,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--models", help="population: comma-separated backbones, weaker first (aliases, folders, exports)")
     b.add_argument("--populations", help="population: comma-separated population sizes (default 8,16)")
     b.add_argument("--seed", type=int, default=0, help="population: run seed")
+    b.add_argument("--workers", type=int, default=None,
+                   help="ray: total cores N compared (default 2): one process with N threads, 1 Ray worker x N "
+                        "threads, N Ray workers x 1 thread")
     b.add_argument("--grpo-sequences", type=int, default=None,
                    help="memory: GRPO updates on the longest N turn sequences (default: two micro-batches; 0: all)")
     b.set_defaults(func=cmd_bench)
@@ -389,9 +435,10 @@ def user_errors() -> tuple[type[BaseException], ...]:
     """Errors a user can fix (bad settings, a damaged or busy run folder, a full disk): one line."""
     from .config import ConfigError
     from .es.history import RunFolderError
+    from .dist.errors import ReplicaError
     from .models.loading import ModelError
 
-    return ConfigError, ModelError, RunFolderError, OSError
+    return ConfigError, ModelError, RunFolderError, ReplicaError, OSError
 
 
 def main(argv=None) -> int:

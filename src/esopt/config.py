@@ -44,6 +44,10 @@ class ESConfig(Strict):
     # es.noise=lowrank: in-scope tensors that are not linear weights (norms, embeddings, biases):
     # frozen, or full-rank Gaussian noise applied per member (members then decode one after another)
     lowrank_others: Literal["frozen", "full"] = "frozen"
+    # es.noise=lowrank (frozen others): members decoded together in one batched rollout; 0 = the
+    # whole population locally, population / workers on Ray (a run is bit-reproducible across
+    # worker counts only with the same value; docs/ray.md)
+    members_per_rollout: int = Field(0, ge=0)
     kernels: Literal["auto", "numba", "torch"] = "auto"  # full-rank perturb/restore: auto = numba with es.noise=table
     # how the update enters bfloat16/float16 weights (float32 weights are unaffected): compensated
     # (a bf16 buffer in host memory keeps what rounding left out), stochastic (unbiased, noisy, no

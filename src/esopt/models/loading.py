@@ -90,11 +90,17 @@ def resolve_model(name: str) -> str:
             folder.parent.mkdir(parents=True, exist_ok=True)
             if name in GGUF_ALIASES:
                 _convert_gguf(GGUF_ALIASES[name], folder)
-            else:
-                tmp = folder.with_name(folder.name + ".tmp")
-                shutil.rmtree(tmp, ignore_errors=True)
-                write_tiny(name, tmp)
-                os.replace(tmp, folder)
+            else:  # a folder of this writer's own, as for GGUF: replicas on a fresh node build it at once
+                tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
+                try:
+                    write_tiny(name, tmp)
+                    try:
+                        os.replace(tmp, folder)
+                    except OSError:
+                        if not (folder / "config.json").exists():
+                            raise
+                finally:
+                    shutil.rmtree(tmp, ignore_errors=True)
         return str(folder)
     check_model_name(name)  # a missing or incomplete folder, or an alias typo: one line
     path = Path(name).expanduser()

@@ -66,12 +66,14 @@ def check_device(device: str) -> None:
         raise ConfigError(f"unsupported runtime.device {device!r}; use cpu, cuda, cuda:N or mps")
 
 
-def check_run_config(cfg) -> None:
-    """Everything a new run or an evaluation can check without loading the model."""
+def check_run_config(cfg, device: bool = True) -> None:
+    """Everything a new run or an evaluation can check without loading the model (device=False:
+    not runtime.device, which Ray workers use on their own machines)."""
     from ..models.loading import check_model_name
 
     check_env(cfg.env)
-    check_device(cfg.runtime.device)
+    if device:
+        check_device(cfg.runtime.device)
     check_model_name(cfg.model)
     check_coevo(cfg)
 

@@ -21,18 +21,20 @@ TRAJECTORY_PREFIX = {"heldout": "eval", "validation": "val"}  # trajectories/<pr
 
 
 def record_eval(run: RunDir, policy, tasks, cfg, generation: int, log=print, unit: str = "generations",
-                boundary: bool = True, context=None, context_note: dict | None = None) -> dict:
+                boundary: bool = True, context=None, context_note: dict | None = None, play=None) -> dict:
     """Evaluation after `generation` updates, with the unperturbed weights: per split (eval_splits)
     the trajectories and a log line, and one metrics line (heldout_* and validation_* keys).
     context (coevo): the context to play instead of the agent's own, described in the metrics
-    line by context_note. Returns {split: figures}."""
+    line by context_note. play(split, seed) -> (figures, episode records), if given, plays a split
+    elsewhere (on Ray workers); by default `policy` plays it here. Returns {split: figures}."""
     line: dict = {"kind": "eval", "generation": generation}
     if context_note is not None:
         line["context"] = context_note
     out = {}
     for split in eval_splits(cfg, boundary):
-        stats, episodes = evaluate(policy, tasks, cfg, seed=derive_seed("eval", cfg.run.seed), split=split,
-                                   context=context)
+        seed = derive_seed("eval", cfg.run.seed)
+        stats, episodes = (play(split, seed) if play else
+                           evaluate(policy, tasks, cfg, seed=seed, split=split, context=context))
         run.write_trajectories(f"{TRAJECTORY_PREFIX[split]}_gen{generation:04d}",
                                [{"generation": generation, **ep} for ep in episodes])
         line.update({f"{split}_{k}": v for k, v in stats.items() if k != "per_task"})
