@@ -278,18 +278,22 @@ def build_config(tree: dict) -> Config:
         raise ConfigError(_format_error(err)) from None
 
 
+def read_config_tree(path: str | Path) -> dict:
+    """A config file's YAML as a dict; one clear error when it is missing, not YAML or not a mapping."""
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"config file {path} does not exist")
+    try:
+        tree = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as err:
+        raise ConfigError(f"config file {path} is not valid YAML: {err}") from None
+    if not isinstance(tree, dict):
+        raise ConfigError(f"config file {path} must hold a mapping at the top level")
+    return tree
+
+
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:
-    tree: dict = {}
-    if path is not None:
-        path = Path(path)
-        if not path.exists():
-            raise ConfigError(f"config file {path} does not exist")
-        try:
-            tree = yaml.safe_load(path.read_text()) or {}
-        except yaml.YAMLError as err:
-            raise ConfigError(f"config file {path} is not valid YAML: {err}") from None
-        if not isinstance(tree, dict):
-            raise ConfigError(f"config file {path} must hold a mapping at the top level")
+    tree: dict = read_config_tree(path) if path is not None else {}
     for item in overrides or []:
         key, value = parse_override(item)
         set_dotted(tree, key, value)

@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import Field, ValidationError, field_validator
 
-from ..config import Config, ConfigError, Strict, build_config, dump_config, parse_override, set_dotted
+from ..config import (Config, ConfigError, Strict, build_config, dump_config, parse_override, read_config_tree,
+                      set_dotted)
 from . import adapt_table
 
 Setting = Literal["none", "context", "weights", "both"]
@@ -81,14 +81,7 @@ def load_adapt(path: str | Path, overrides: list[str]) -> tuple[AdaptConfig, dic
     """The `adapt:` section (validated) and the rest of the config file as a tree, with the
     command line's overrides applied (adapt.* ones to the adapt section)."""
     path = Path(path)
-    if not path.exists():
-        raise ConfigError(f"config file {path} does not exist")
-    try:
-        tree = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as err:
-        raise ConfigError(f"config file {path} is not valid YAML: {err}") from None
-    if not isinstance(tree, dict):
-        raise ConfigError(f"config file {path} must hold a mapping at the top level")
+    tree = read_config_tree(path)
     section = tree.pop("adapt", None)
     if not isinstance(section, dict):
         raise ConfigError(f"config file {path} has no adapt: section (adapt: {{budgets: [64, 128], tasks: {{...}}}})")
