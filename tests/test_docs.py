@@ -30,5 +30,9 @@ def test_shipped_configs_are_valid():
     for path in (ROOT / "configs").glob("*.yaml"):
         if path.name.startswith("adapt-"):  # a run config plus an adapt: section: every sub-run's config
             plan(*load_adapt(path, []))
+        elif path.name.startswith("ahd"):  # heuristic design (esopt adapt --env ahd-<problem>)
+            from esopt.ahd.config import load_ahd_config
+
+            load_ahd_config(path, [])
         else:
             load_config(path)

@@ -315,6 +315,13 @@ def cmd_report(a) -> int:
 
 
 def cmd_adapt(a) -> int:
+    if a.env:
+        return _adapt_ahd(a)
+    ahd_only = [f for f, v in (("--budgets", a.budgets), ("--seeds", a.seeds), ("--methods", a.methods),
+                               ("--out", a.out)) if v]
+    if ahd_only:
+        raise SystemExit(f"esopt: error: {', '.join(ahd_only)} go with --env ahd-<problem> (heuristic design); "
+                         "the adapt config's own settings are adapt.* overrides")
     from .coevo.adapt import run_adapt
 
     config, overrides = _split(a.args)
@@ -325,6 +332,26 @@ def cmd_adapt(a) -> int:
     for key, v in result["totals"].items():
         name = key.replace(" vs ", "_vs_").replace(" @ ", "_b")
         print(f"RESULT adapt_{name}=W{v['win']}/T{v['tie']}/L{v['loss']}")
+    return 1 if result["failed"] else 0
+
+
+def _adapt_ahd(a) -> int:
+    """esopt adapt --env ahd-<problem>: the heuristic search's methods x budgets x seeds (docs/ahd.md)."""
+    from .ahd.config import DEFAULT_CONFIG as AHD_CONFIG
+    from .ahd.run import run_ahd
+
+    if a.from_run:
+        raise SystemExit("esopt: error: --from is not supported with --env ahd-<problem> (the search starts from "
+                         "the config's model)")
+    config, overrides = _split(a.args)
+    if config is None and Path(AHD_CONFIG).exists():
+        config = AHD_CONFIG
+    methods = [m.strip() for m in a.methods.split(",") if m.strip()] if a.methods else None
+    result = run_ahd(a.env, config, overrides, budgets=_ints(a.budgets, "--budgets") if a.budgets else None,
+                     seeds=_ints(a.seeds, "--seeds") if a.seeds else None, methods=methods, out=a.out)
+    for key, v in result["totals"].items():
+        name = key.replace("+", "_").replace(" vs ", "_vs_").replace(" @ ", "_b")
+        print(f"RESULT ahd_{result['problem']}_{name}=W{v['win']}/T{v['tie']}/L{v['loss']}")
     return 1 if result["failed"] else 0
 
 
@@ -405,7 +432,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--compare", nargs="+", action="extend", metavar="RUN_DIR", help="runs to overlay on the plots")
     r.add_argument("--out", metavar="FILE", help="HTML file to write (the PNGs go beside it)")
     r.set_defaults(func=cmd_report)
-    d = sub.add_parser("adapt", help="test-time adaptation table: none / context / weights / both x tasks x budgets",
+    d = sub.add_parser("adapt", help="test-time adaptation table: none / context / weights / both x tasks x budgets; "
+                                     "with --env ahd-<problem>, heuristic design (EoH / Sample, with and without ES)",
                        description="Adapt a starting agent (the base model, or --from a run's final weights) to the "
                                    "task variants of CONFIG's adapt: section under episode budgets; writes one run "
                                    "folder per sub-run and adapt.json / adapt.md with paired wins, ties and losses. "
@@ -414,6 +442,14 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("args", nargs="*", metavar="CONFIG_OR_OVERRIDE")
     d.add_argument("--from", dest="from_run", metavar="RUN_DIR",
                    help="start every sub-run from this run's final weights (and a context run's final context)")
+    d.add_argument("--env", metavar="ahd-PROBLEM",
+                   help="heuristic design instead (ahd-tsp, ahd-knapsack, ahd-binpack): methods eoh, eoh+es, sample, "
+                        "sample+es at the budgets and seeds of CONFIG (default configs/ahd.yaml; docs/ahd.md)")
+    d.add_argument("--budgets", metavar="B,B", help="with --env: LLM calls per run (default: the config's grid.budgets)")
+    d.add_argument("--seeds", metavar="S,S", help="with --env: run seeds (default: the config's grid.seeds)")
+    d.add_argument("--methods", metavar="M,M", help="with --env: any of eoh,eoh+es,sample,sample+es")
+    d.add_argument("--out", metavar="DIR", help="with --env: the folder of the runs and the table "
+                                                "(default <grid.out_dir>/<grid.name or ahd>)")
     d.set_defaults(func=cmd_adapt)
     return p
 

@@ -39,10 +39,16 @@ def _labels(runs: list[RunData]) -> list[str]:
 
 def write_report(run_dir, compare=(), out=None) -> Report:
     """Build the page for ``run_dir`` (overlaying ``compare`` runs) at ``out``; PNGs go beside it."""
+    from .ahd import is_ahd_run, write_ahd_report
     from .episodes import viewer
     from .html import page
     from .plots import compare_plots, run_plots
 
+    if is_ahd_run(run_dir):  # a heuristic-search run (esopt adapt --env ahd-<problem>): a page of its own
+        report = write_ahd_report(run_dir, out)
+        if compare:
+            report.missing.append("--compare does not apply to heuristic-search runs (see the ahd.md table)")
+        return report
     run = load_run(run_dir)
     others = [load_run(p) for p in compare]
     out = Path(out) if out else default_report_path(run.path)

@@ -1,0 +1,82 @@
+"""The model side of the heuristic search: a proposer that writes replies with the model
+(perturbed per member in a "+ES" run), and the ES step taken once per operator batch.
+
+Both reuse esopt's ES machinery as the trainer does: Strategy.ask for the batch's members
+(antithetic pairs of seeded directions), Perturber.perturbed for each member's generation
+(restored bit-exactly, even on error), Strategy.tell for the shaped coefficients,
+Perturber.apply_update for the step, and a History whose records replay the final weights
+(History.replay on the base model, hash-verified).
+"""
+from __future__ import annotations
+
+import math
+
+from ..es.build import make_perturber
+from ..es.history import History
+from ..es.perturb import weights_hash
+from ..es.schedules import scheduled
+from ..es.strategy import Member, Strategy
+from ..utils.seeding import derive_seed
+from .prompts import conversation
+
+
+class ModelProposer:
+    """propose(prompts, slots): one generate call per prompt, under its slot's member's
+    perturbation when the slot has one (perturber required then)."""
+
+    def __init__(self, policy, max_new_tokens: int, sampling, perturber=None):
+        self.policy, self.max_new_tokens, self.sampling, self.perturber = policy, max_new_tokens, sampling, perturber
+
+    def propose(self, prompts: list[str], slots: list) -> list[str]:
+        out = []
+        for prompt, slot in zip(prompts, slots):
+            conv = [conversation(prompt)]
+            if slot.seed is None:
+                out += self.policy.generate(conv, self.max_new_tokens, self.sampling, seed=slot.sample_seed)
+                continue
+            if self.perturber is None:
+                raise RuntimeError("a slot names an ES member but the proposer has no perturber")
+            with self.perturber.perturbed(slot.seed, slot.sigma, slot.sign):
+                out += self.policy.generate(conv, self.max_new_tokens, self.sampling, seed=slot.sample_seed)
+        return out
+
+
+class WeightSteps:
+    """One ES update per operator batch over `steps` batches (sigma and alpha scheduled over them)."""
+
+    def __init__(self, model, es_cfg, seed: int, steps: int, history: History, perturber=None):
+        if es_cfg.noise == "lowrank":
+            raise ValueError("the heuristic search perturbs weights in place: es.noise must be gaussian or table, "
+                             "not lowrank")
+        self.model, self.es, self.steps, self.history = model, es_cfg, steps, history
+        self.perturber = perturber or make_perturber(model, es_cfg)
+        self.strategy = Strategy(es_cfg.population, derive_seed("ahd-strategy", seed), es_cfg.antithetic,
+                                 es_cfg.shaping)
+        history.meta.setdefault("base_weights_hash", weights_hash(model))
+        history.meta.setdefault("scope_numel", self.perturber.numel)
+        history.meta.setdefault("noise", self.perturber.describe())
+
+    def sigma(self, t: int) -> float:
+        s = self.es.sigma
+        return scheduled(s.schedule, s.start, s.end, t, self.steps, s.warmup)
+
+    def alpha(self, t: int) -> float:
+        a = self.es.alpha
+        return scheduled(a.schedule, a.start, a.end, t, self.steps, a.warmup)
+
+    def ask(self, t: int) -> list[Member]:
+        return self.strategy.ask(t, self.perturber.stream_keys)
+
+    def tell(self, t: int, members: list[Member], rewards: list[float], operator: str = "") -> dict:
+        """Shape the rewards, step the weights, append the history record (returned)."""
+        coefs, n_bad = self.strategy.tell(members, rewards)
+        alpha = self.alpha(t)
+        self.perturber.apply_update([m.seed for m in members], coefs, alpha, len(members))
+        record = {"generation": t, "operator": operator, "sigma": self.sigma(t), "alpha": alpha,
+                  "population": len(members), "seeds": [m.seed for m in members],
+                  "signs": [m.sign for m in members],
+                  "rewards": [r if math.isfinite(r) else None for r in rewards],
+                  "coefficients": coefs.tolist(), "nonfinite_rewards": n_bad,
+                  "weights_hash": weights_hash(self.model)}
+        self.history.append(record)
+        return record
