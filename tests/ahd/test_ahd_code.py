@@ -25,9 +25,11 @@ def unused():
 
 def select_next_node(current_node, destination_node, unvisited_nodes, distance_matrix):
     '''nearest'''
-    return min(unvisited_nodes, key=lambda n: helper(distance_matrix[current_node][n]))
+    best = min(unvisited_nodes, key=lambda n: helper(distance_matrix[current_node][n]))
+    return best
 
-print(select_next_node(0, 0, [1], [[0, 1], [1, 0]]))
+best = select_next_node(0, 0, [1], [[0, 1], [1, 0]])
+print(best)
 ```
 Hope this helps!"""
     got = extract(text, "select_next_node", SIG)
@@ -36,6 +38,7 @@ Hope this helps!"""
     assert "import numpy as np" in got.code and "from math import sqrt" in got.code
     assert "def helper" in got.code and "SCALE = 2.0" in got.code  # used, transitively
     assert "def unused" not in got.code and "print(" not in got.code
+    assert "best = select_next_node" not in got.code  # a local name is not a top-level need
     scope = {}
     exec(got.code, scope)
     assert scope["select_next_node"](0, 0, [1, 2], [[0, 5, 1], [5, 0, 1], [1, 1, 0]]) == 2

@@ -56,7 +56,19 @@ def _idea(text: str) -> str | None:
 
 
 def _names(node: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+    """Names the statement reads but does not bind itself (its arguments and local variables
+    are not taken for top-level definitions it needs)."""
+    loads, bound = set(), set()
+    for n in ast.walk(node):
+        if isinstance(n, ast.Name):
+            (loads if isinstance(n.ctx, ast.Load) else bound).add(n.id)
+        elif isinstance(n, ast.arg):
+            bound.add(n.arg)
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n is not node:
+            bound.add(n.name)
+    if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+        bound -= _defined(node)  # a top-level assignment binds module names, not locals
+    return loads - bound
 
 
 def _defined(stmt: ast.stmt) -> set[str]:

@@ -28,7 +28,7 @@ class SearchConfig(Strict):
     population: int = Field(4, ge=1)  # EoH population size
     validation: int = Field(8, ge=1)  # validation instances: every child is scored on them
     heldout: int = Field(16, ge=1)  # held-out instances: the final best heuristic only
-    max_new_tokens: int = Field(384, ge=8)
+    max_new_tokens: int = Field(384, ge=1)
     sampling: SamplingConfig = SamplingConfig(temperature=0.7, top_p=0.95)
     reward: Literal["absolute", "relative"] = "absolute"
     invalid_reward: float = -1.0
