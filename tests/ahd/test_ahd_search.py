@@ -118,3 +118,18 @@ def test_report_curve_is_the_best_so_far_from_the_reference():
     assert xs[0] == 0 and ys[0] == 5.0 and xs[-1] == 16
     assert all(b <= a for a, b in zip(ys, ys[1:])) and ys[-1] == out.best["objective"]
     assert ys[1:] == [r["best_so_far"] for r in records]
+
+
+def test_an_evaluator_that_raises_makes_the_child_invalid_and_the_search_goes_on():
+    prob, prop, records = ToyProblem(), ScriptedProposer([GOOD[0], GOOD[1]]), []
+    inner = FakeEvaluator()
+
+    def flaky(problem, code, instances):
+        if "4.0" in code:
+            raise OSError("sandbox broke")
+        return inner(problem, code, instances)
+
+    out = Search(prob, prop, Settings("sample", 4, 4), flaky, prob.instances("validation", 2),
+                 prob.instances("heldout", 2), None, records.append, log=lambda *_: None).run()
+    assert records[0]["reason"] == "evaluator error: OSError: sandbox broke" and records[0]["reward"] == -1.0
+    assert out.best["objective"] == 3.0 and out.calls == 4

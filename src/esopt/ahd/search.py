@@ -107,6 +107,15 @@ class Outcome:
     es_steps: int = 0
 
 
+@dataclass
+class _Failed:
+    reason: str
+    wall_s: float
+    valid: bool = False
+    objective: None = None
+    per_instance: None = None
+
+
 def _num(x) -> float | None:
     return float(x) if isinstance(x, (int, float)) and math.isfinite(x) else None
 
@@ -160,7 +169,13 @@ class Search:
 
     # ------------------------------------------------------------------ pieces
     def _evaluate(self, code: str, instances: list):
-        return self.evaluate_fn(self.problem, code, instances)
+        """The evaluator's result; an evaluator that raises (a bug there, not in the candidate)
+        makes this candidate invalid with the error as its reason, and the search goes on."""
+        t0 = time.time()
+        try:
+            return self.evaluate_fn(self.problem, code, instances)
+        except Exception as err:  # noqa: BLE001 - recorded in the proposal's reason
+            return _Failed(f"evaluator error: {type(err).__name__}: {err}", time.time() - t0)
 
     def _reference(self) -> Heuristic:
         ev = self._evaluate(self.problem.reference, self.validation)
