@@ -88,7 +88,8 @@ def test_fingerprint_ignores_comments_docstrings_layout_but_not_logic():
     a = "def entry(x):\n    return x + 1\n"
     b = 'def entry(x):\n    """Adds one."""\n    # a comment\n    return (x +\n            1)\n'
     c = "def entry(x):\n    return x + 2\n"
-    assert fingerprint(a) == fingerprint(b) and normalise(a) == normalise(b)
+    typed = "def entry(x: float) -> float:\n    return x + 1\n"  # the reference echoed with the signature's types
+    assert fingerprint(a) == fingerprint(b) == fingerprint(typed) and normalise(a) == normalise(b)
     assert fingerprint(a) != fingerprint(c)
 
 

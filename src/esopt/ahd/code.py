@@ -196,8 +196,17 @@ def extract(text: str, entry: str, signature: str | None = None) -> Candidate:
 
 
 class _StripDocstrings(ast.NodeTransformer):
+    """Drops docstrings and the annotations of arguments and return values (they do not change
+    what a function does: a copy of the reference with the signature's types is the reference)."""
+
+    def visit_arg(self, node):
+        node.annotation = None
+        return node
+
     def _strip(self, node):
         self.generic_visit(node)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            node.returns = None
         body = node.body
         if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
                 and isinstance(body[0].value.value, str):
@@ -208,8 +217,8 @@ class _StripDocstrings(ast.NodeTransformer):
 
 
 def normalise(code: str) -> str:
-    """The code's syntax tree without docstrings, comments, layout or type annotations' spacing:
-    two codes with the same normal form behave the same (used to detect duplicates)."""
+    """The code's syntax tree without docstrings, comments, layout, or argument and return
+    annotations: two codes with the same normal form behave the same (used to detect duplicates)."""
     tree = _StripDocstrings().visit(ast.parse(code))
     return ast.dump(tree, annotate_fields=False, include_attributes=False)
 
