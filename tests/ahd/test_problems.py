@@ -239,8 +239,8 @@ def _prefer(order):
 
 def test_knapsack_reference_on_a_hand_checked_instance():
     assert drive("knapsack", reference("knapsack"), KNAP) == [0]
-    assert score("knapsack", KNAP, reference("knapsack")) == pytest.approx((11 - 7) / 11)
-    assert score("knapsack", KNAP, _prefer([1, 2, 0])) == pytest.approx((11 - 10) / 11)
+    assert score("knapsack", KNAP, reference("knapsack")) == pytest.approx(100 * (11 - 7) / 11)
+    assert score("knapsack", KNAP, _prefer([1, 2, 0])) == pytest.approx(100 * (11 - 10) / 11)
 
 
 def _greedy(weights, values, capacity):
@@ -266,9 +266,9 @@ def test_knapsack_reference_matches_an_independent_greedy_and_optimum_scores_no_
         bound = knapsack.lp_bound(w, v, cap)
         assert bound >= sum(v[i] for i in best) - 1e-9
         ref_gap = get_problem("knapsack").objective(instance, packed)
-        assert ref_gap == pytest.approx((bound - sum(v[i] for i in packed)) / bound)
+        assert ref_gap == pytest.approx(100 * (bound - sum(v[i] for i in packed)) / bound)
         opt_gap = score("knapsack", instance, _prefer(best))
-        assert opt_gap == pytest.approx((bound - sum(v[i] for i in best)) / bound) and opt_gap <= ref_gap + 1e-12
+        assert opt_gap == pytest.approx(100 * (bound - sum(v[i] for i in best)) / bound) and opt_gap <= ref_gap + 1e-12
         worse += opt_gap < ref_gap - 1e-12
     assert worse > 0
 
@@ -296,7 +296,7 @@ def exact_fit_else_new(item, bins):
 
 def test_binpack_reference_on_a_hand_checked_instance():
     assert drive("binpack", reference("binpack"), BINS) == [0, 0, 1, 2]
-    assert score("binpack", BINS, reference("binpack")) == pytest.approx(0.5)
+    assert score("binpack", BINS, reference("binpack")) == pytest.approx(50.0)
     assert drive("binpack", exact_fit_else_new, BINS) == [0, 1, 0, 1]
     assert score("binpack", BINS, exact_fit_else_new) == 0.0
 
@@ -321,7 +321,7 @@ def test_binpack_reference_matches_an_independent_best_fit():
         packed = drive("binpack", reference("binpack"), instance)
         assert packed == _best_fit(instance["items"], instance["capacity"])
         lower = math.ceil(sum(instance["items"]) / instance["capacity"])
-        expected = (len(set(packed)) - lower) / lower
+        expected = 100 * (len(set(packed)) - lower) / lower
         assert get_problem("binpack").objective(instance, packed) == pytest.approx(expected)
 
 
@@ -329,7 +329,7 @@ def test_binpack_a_new_bin_per_item_scores_worse_by_the_known_amount():
     (instance,) = get_problem("binpack").instances("validation", 1)
     lower = math.ceil(sum(instance["items"]) / instance["capacity"])
     always_new = score("binpack", instance, lambda item, bins: np.arange(len(bins), dtype=float))
-    assert always_new == pytest.approx((len(instance["items"]) - lower) / lower)
+    assert always_new == pytest.approx(100 * (len(instance["items"]) - lower) / lower)
     assert score("binpack", instance, reference("binpack")) < always_new
 
 
@@ -503,5 +503,5 @@ def test_objective_rejects_malformed_outputs(name, instance, output, reason):
 
 def test_objective_accepts_any_valid_output_not_only_the_drivers():
     assert get_problem("tsp").objective(SQUARE, [0, 2, 1, 3]) == pytest.approx(2 + 2 * math.sqrt(2))
-    assert get_problem("knapsack").objective(KNAP, []) == pytest.approx(1.0)
+    assert get_problem("knapsack").objective(KNAP, []) == pytest.approx(100.0)
     assert get_problem("binpack").objective(BINS, [3, 1, 1, 3]) == 0.0

@@ -10,7 +10,7 @@ the highest score (the first on ties). Its raw output is the bin index of
 every item (bins numbered in the order they were opened).
 
 The objective is the excess over the lower bound L = ceil(total size /
-capacity): ``(bins used - L) / L``. It accepts only one bin index per item
+capacity) in percent: ``100 * (bins used - L) / L``. It accepts only one bin index per item
 with no bin over capacity. Typical scale (best fit, the reference):
 SCALE_NOTE.
 
@@ -53,7 +53,7 @@ Return: np.ndarray of float with shape (k,), one score per entry of bins (a high
 single number or an array of another shape makes the heuristic invalid.
 
 Goal: use as few bins as possible. The score is the excess over a lower bound on the bins needed, \
-(bins used - L) / L with L = ceil(total size of the items / {CAPACITY}). Lower is better."""
+in percent: 100 * (bins used - L) / L with L = ceil(total size of the items / {CAPACITY}). Lower is better."""
 
 REFERENCE = '''\
 import numpy as np
@@ -96,7 +96,7 @@ def run(fn: Callable, instance: dict) -> list[int]:
 
 
 def excess(instance: dict, output: Any) -> float:
-    """(bins used - L) / L of the packing ``output``; InvalidOutput unless each item has a bin within capacity."""
+    """100 * (bins used - L) / L of the packing ``output``; InvalidOutput unless each item has a bin within capacity."""
     items, capacity = instance["items"], instance["capacity"]
     n = len(items)
     bins = int_list(output, "bin assignment", length=n, below=max(n, 1))
@@ -107,7 +107,7 @@ def excess(instance: dict, output: Any) -> float:
     if full is not None:
         raise InvalidOutput(f"bin {full} holds {loads[full]}, over the capacity {capacity}")
     lower = -(-sum(items) // capacity)
-    return (len(loads) - lower) / lower if lower else 0.0
+    return 100.0 * (len(loads) - lower) / lower if lower else 0.0
 
 
 PROBLEM = Problem(

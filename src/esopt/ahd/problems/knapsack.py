@@ -7,9 +7,9 @@ a capacity of CAPACITY_SHARE of the total weight. The driver asks
 until none fits; its raw output is the list of packed items. Integers keep
 the capacity check exact on both sides of the sandbox.
 
-The objective is the relative gap to the LP-relaxation bound (Dantzig's
-fractional greedy), ``(bound - value) / bound``: 0 would be a packing as good
-as the bound, and every valid packing scores in [0, 1]. It accepts only
+The objective is the gap to the LP-relaxation bound (Dantzig's fractional
+greedy) in percent, ``100 * (bound - value) / bound``: 0 would be a packing as
+good as the bound, and every valid packing scores in [0, 100]. It accepts only
 distinct item indices whose total weight is within the capacity. Typical
 scale (value/weight greedy, the reference): SCALE_NOTE.
 """
@@ -23,7 +23,7 @@ import numpy as np
 from esopt.ahd.problems.base import HeuristicError, InvalidOutput, Problem
 from esopt.ahd.problems.checks import as_choice, call, describe, int_list
 
-N_ITEMS = 100
+N_ITEMS = 50
 MAX_SIZE = 100
 CAPACITY_SHARE = 0.25
 ENTRY = "select_next_item"
@@ -50,7 +50,8 @@ Return: one element of candidate_items, as an int. Any other return value (a pac
 not fit, a float, None) makes the heuristic invalid.
 
 Goal: maximise the total value of the packed items. The score is the relative gap between an upper bound on the \
-best possible value (the fractional relaxation) and the packed value, (bound - value) / bound. Lower is better."""
+best possible value (the fractional relaxation) and the packed value, in percent: 100 * (bound - value) / bound. \
+Lower is better."""
 
 REFERENCE = '''\
 import numpy as np
@@ -112,7 +113,7 @@ def lp_bound(weights: list[int], values: list[int], capacity: int) -> float:
 
 
 def gap(instance: dict, output: Any) -> float:
-    """(bound - value) / bound of the packing ``output``; InvalidOutput unless it is distinct items within capacity."""
+    """100 * (bound - value) / bound of the packing ``output``; InvalidOutput unless it is distinct items within capacity."""
     weights, values, capacity = instance["weights"], instance["values"], instance["capacity"]
     n = len(weights)
     items = int_list(output, "packed items", below=n)
@@ -125,7 +126,7 @@ def gap(instance: dict, output: Any) -> float:
     bound = lp_bound(weights, values, capacity)
     if bound <= 0:
         return 0.0
-    return (bound - sum(values[i] for i in items)) / bound
+    return 100.0 * (bound - sum(values[i] for i in items)) / bound
 
 
 PROBLEM = Problem(
