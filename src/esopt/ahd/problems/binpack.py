@@ -10,14 +10,15 @@ the highest score (the first on ties). Its raw output is the bin index of
 every item (bins numbered in the order they were opened).
 
 The objective is the excess over the lower bound L = ceil(total size /
-capacity) in percent: ``100 * (bins used - L) / L``. It accepts only one bin index per item
-with no bin over capacity. Typical scale (best fit, the reference):
-SCALE_NOTE.
+capacity) in percent: ``100 * (bins used - L) / L``. It accepts only one bin
+index per item with no bin over capacity. Typical scale, measured on 16
+validation instances (seed 0): best fit (the reference) 4.91 on average (sd
+0.66 across instances); one bin more or less moves an instance by about 0.5.
 
 The objective checks the packing, not that it was built online: code running
-in the sandbox can reach the whole instance (e.g. through the driver's frame),
-so a hostile heuristic could return an offline packing. The sandbox contains
-it; it cannot make the packing invalid and still score.
+in the sandbox can reach the whole instance (e.g. through the driver's frame)
+and return an offline packing. Such a packing is still checked in full, so it
+can score better than an online one but never pass while invalid.
 """
 
 from __future__ import annotations
@@ -53,7 +54,9 @@ Return: np.ndarray of float with shape (k,), one score per entry of bins (a high
 single number or an array of another shape makes the heuristic invalid.
 
 Goal: use as few bins as possible. The score is the excess over a lower bound on the bins needed, \
-in percent: 100 * (bins used - L) / L with L = ceil(total size of the items / {CAPACITY}). Lower is better."""
+in percent: 100 * (bins used - L) / L with L = ceil(total size of the items / {CAPACITY}). Lower is better.
+
+The function may use numpy (import numpy as np) and the Python standard library."""
 
 REFERENCE = '''\
 import numpy as np

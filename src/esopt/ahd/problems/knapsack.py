@@ -11,7 +11,9 @@ The objective is the gap to the LP-relaxation bound (Dantzig's fractional
 greedy) in percent, ``100 * (bound - value) / bound``: 0 would be a packing as
 good as the bound, and every valid packing scores in [0, 100]. It accepts only
 distinct item indices whose total weight is within the capacity. Typical
-scale (value/weight greedy, the reference): SCALE_NOTE.
+scale, measured on 16 validation instances (seed 0): value/weight greedy (the
+reference) 1.14 on average (sd 0.57 across instances); the optimal packings
+(dynamic programming) 0.63, the most any heuristic can gain.
 """
 
 from __future__ import annotations
@@ -51,7 +53,9 @@ not fit, a float, None) makes the heuristic invalid.
 
 Goal: maximise the total value of the packed items. The score is the relative gap between an upper bound on the \
 best possible value (the fractional relaxation) and the packed value, in percent: 100 * (bound - value) / bound. \
-Lower is better."""
+Lower is better.
+
+The function may use numpy (import numpy as np) and the Python standard library."""
 
 REFERENCE = '''\
 import numpy as np
