@@ -483,6 +483,23 @@ def test_forged_result_is_only_an_output():
     assert out.reason == "invalid result: wrong number of outputs"
 
 
+@pytest.mark.parametrize("key", ["refused", "limit_error", "probe"])
+def test_candidate_cannot_speak_for_the_sandbox(key):
+    """Refusals only count on the line the child writes before candidate code runs; written later by the
+    candidate (here straight to the result pipe) they are just a malformed result, and nothing is raised."""
+    out = run(f"import os, sys\nos.write(int(sys.argv[2]), b'{{\"{key}\": \"fake\"}}\\n')\nos._exit(0)\n")
+    assert out.reason == "invalid result: malformed", out
+
+
+def test_evaluations_can_run_side_by_side():
+    from concurrent.futures import ThreadPoolExecutor
+
+    codes = [f"def score_item(x):\n    return x + {k}\n" for k in range(3)]
+    with ThreadPoolExecutor(3) as pool:
+        outs = list(pool.map(run, codes))
+    assert [o.outputs for o in outs] == [[[1.0 + k, 2.0 + k, 3.5 + k], [0.5 + k]] for k in range(3)]
+
+
 # --- machinery -------------------------------------------------------------------------------------
 
 def test_protections_verified_on_this_machine():
@@ -508,6 +525,8 @@ def test_limits_are_checked():
         Limits(cpu_s=0)
     with pytest.raises(ValueError, match="Limits.wall_s"):
         Limits(wall_s=float("nan"))
+    with pytest.raises(ValueError, match="Limits.memory_mb=64 is below"):
+        run("def score_item(x):\n    return x\n", Limits(memory_mb=64))
     with pytest.raises(ValueError, match="instances must be plain JSON"):
         run("def score_item(x):\n    return x\n", instances=[{"items": {1, 2}}])
 

@@ -1,9 +1,10 @@
 """The sandbox child: `python -I -S -B -c BOOT SRC RESULT_FD PARENT_PID` (see sandbox.py). It reads one JSON
 request on stdin, imports numpy and the problem's driver, locks itself down (lockdown.py), then
 compiles and runs the candidate's code and the driver on each instance, and writes one JSON line to
-RESULT_FD: {"ok": true, "outputs": [...]} or {"ok": false, "reason": "..."} (or {"refused": ...}
-when a required protection is missing, or {"probe": {...}} in probe mode). Nothing here is trusted
-by the parent: it re-checks everything it reads."""
+RESULT_FD. The first line is written before any candidate code runs: {"ready": true}, or instead of it
+{"refused": ...} (a required protection is missing), {"limit_error": ...} or {"probe": {...}}. After
+"ready", one line {"ok": true, "outputs": [...]} or {"ok": false, "reason": "..."}; the candidate can
+write to that pipe too, so the parent trusts only the first line and re-checks everything after it."""
 from __future__ import annotations
 
 import importlib
@@ -23,7 +24,7 @@ def main() -> None:
     try:
         lockdown.die_with_parent(parent_pid)
         request = json.loads(sys.stdin.buffer.read())
-        result = serve(request)
+        result = serve(request, result_fd)
     except MemoryError:
         result = {"ok": False, "reason": "memory limit"}
     except BaseException as e:  # the child's own failure: report it, never hang
@@ -81,12 +82,16 @@ def _load_driver(spec: str):
     return getattr(importlib.import_module(mod), fn)
 
 
-def serve(request: dict) -> dict:
+def serve(request: dict, result_fd: int) -> dict:
     limits = request["limits"]
     prot = lockdown.isolate(limits, want_tmpfs=bool(request.get("tmpfs", True)))
     for name in PRELOAD:
         importlib.import_module(name)
     driver = None if request.get("probe") else _load_driver(request["driver"])
+    floor = lockdown.address_space_mb() + 16
+    if float(limits["memory_mb"]) < floor:
+        return {"limit_error": f"Limits.memory_mb={limits['memory_mb']:g} is below what the child uses before any "
+                               f"candidate code runs; give at least {floor:.0f} (Python, numpy and the driver)"}
     failures = lockdown.restrict(prot, limits)
     cwd = os.getcwd()
     if request.get("probe"):
@@ -95,6 +100,9 @@ def serve(request: dict) -> dict:
         return {"probe": {"protections": prot, "failures": failures, "checks": self_check(cwd)}}
     if failures and not request.get("allow_weaker"):
         return {"refused": "; ".join(failures.values())}
+    # The first line on the result pipe is ours, written before any candidate code runs: a refusal
+    # (above) or this. Whatever follows may be the candidate's doing and is treated as such.
+    os.write(result_fd, _encode({"ready": True}))
     g = guard.Guard(cwd, os.getpid())
     if request.get("audit", True):
         g.install()

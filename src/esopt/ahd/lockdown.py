@@ -98,6 +98,18 @@ def set_rlimits(limits: dict) -> None:
         resource.setrlimit(res, (soft, hard))
 
 
+def address_space_mb() -> float:
+    """This process's address space now (VmSize), in MB; 0 if /proc cannot tell."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmSize:"):
+                    return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0.0
+
+
 def no_new_privs() -> bool:
     return _libc().prctl(seccomp.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0
 

@@ -111,6 +111,8 @@ def _execute(request: dict, limits: Limits, *, audit: bool = True, tmpfs: bool =
     outcome, result = _spawn(request, limits)
     if result is None:
         return outcome
+    if isinstance(result.get("limit_error"), str):
+        raise ValueError(_clean(result["limit_error"], 300))
     if "refused" in result:
         raise SandboxUnavailable(
             f"sandbox: {_clean(result['refused'], 400)}; refusing to run candidate code "
@@ -213,6 +215,14 @@ def _spawn(request: dict, limits: Limits) -> tuple[Outcome, dict | None]:
         outcome.reason = sig_reason or result or "crash: exited without a result"
         return outcome, None
     return outcome, result
+
+
+def _parse(data: bytes) -> dict | str:
+    try:
+        obj = json.loads(data)
+    except (ValueError, RecursionError, MemoryError):
+        return "invalid result: not JSON"
+    return obj if isinstance(obj, dict) else "invalid result: malformed"
 
 
 def _await_exit(pid: int, deadline: float | None) -> bool:
@@ -330,14 +340,23 @@ class _Streams:
         return "".join(c if c.isprintable() or c in "\n\t" else "\ufffd" for c in text)
 
     def result(self) -> dict | str | None:
-        """The parsed result, a failure reason string, or None when the child sent nothing."""
+        """The child's message: a dict, a failure reason, or None when the candidate ran and sent nothing.
+        The first line comes from the child before any candidate code runs (a refusal, a probe report, or
+        "ready"); only after "ready" may the candidate have written, so what follows it can never speak
+        for the sandbox (refusals there are ignored)."""
         if not self.res:
             return None
-        try:
-            obj = json.loads(bytes(self.res))
-        except (ValueError, RecursionError, MemoryError):
-            return "invalid result: not JSON"
-        return obj if isinstance(obj, dict) else "invalid result: malformed"
+        head, _, rest = bytes(self.res).partition(b"\n")
+        control = _parse(head)
+        if not isinstance(control, dict) or control.get("ready") is not True:
+            return control
+        if not rest.strip():
+            return None
+        result = _parse(rest)
+        if isinstance(result, dict):
+            for key in ("refused", "limit_error", "probe"):
+                result.pop(key, None)
+        return result
 
     def close(self) -> None:
         for fd in self.fds:
