@@ -90,3 +90,19 @@ def test_forged_result_is_judged_by_the_parent():
 def test_empty_instances_are_a_caller_error():
     with pytest.raises(ValueError, match="at least one instance"):
         evaluate(TOY, TOY.reference, [], FAST)
+
+
+@pytest.mark.parametrize("name", ["tsp", "knapsack", "binpack"])
+def test_real_problems_through_the_sandbox(name):
+    """The problems' drivers run in the sandbox: the reference is valid, a raising heuristic and a wrong
+    return type are named (the drivers' HeuristicError becomes crash / invalid output)."""
+    problems = pytest.importorskip("esopt.ahd.problems")
+    p = problems.get_problem(name)
+    instances = p.instances("validation", 2)
+    ref = evaluate(p, p.reference, instances, Limits(cpu_s=5, wall_s=10, memory_mb=512))
+    assert ref.valid and ref.objective == pytest.approx(sum(p.objective(i, o) for i, o in zip(
+        instances, sandbox.run_candidate(p.reference, p.entry, p.driver, instances).outputs)) / 2), ref.reason
+    crash = evaluate(p, p.signature + "\n    return 1 / 0\n", instances, FAST)
+    assert crash.reason == f"crash: {p.entry} raised ZeroDivisionError: division by zero (line 2)"
+    wrong = evaluate(p, p.signature + "\n    return 'x'\n", instances, FAST)
+    assert wrong.reason.startswith(f"invalid output: {p.entry} returned 'x' (str)"), wrong.reason

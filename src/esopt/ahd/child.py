@@ -120,7 +120,7 @@ def run(code: str, entry: str, driver, instances: list, limits: dict) -> dict:
     except (ValueError, TypeError) as e:
         return {"ok": False, "reason": f"syntax error: {e}"}
     except MemoryError:
-        return {"ok": False, "reason": f"memory limit ({int(limits['memory_mb'])} MB)"}
+        return {"ok": False, "reason": f"memory limit ({limits['memory_mb']:g} MB)"}
     namespace = {"__name__": "heuristic", "__builtins__": __builtins__}
     reserve = bytearray(1 << 20)  # freed on failure, so that naming it has room even after a memory bomb
     try:

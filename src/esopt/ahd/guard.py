@@ -92,20 +92,24 @@ def exception_reason(exc: BaseException, limits: dict) -> str:
         if isinstance(e, OSError) and e.errno in BLOCKED:
             return f"blocked: {BLOCKED[e.errno]}"
         if isinstance(e, MemoryError):
-            return f"memory limit ({int(limits['memory_mb'])} MB)"
+            return f"memory limit ({limits['memory_mb']:g} MB)"
         if isinstance(e, RuntimeError) and "can't start new thread" in str(e):
             return "blocked: thread creation"
         if isinstance(e, OSError) and e.errno == errno.EFBIG:
-            return f"file size limit ({int(limits['file_mb'])} MB)"
+            return f"file size limit ({limits['file_mb']:g} MB)"
         if isinstance(e, OSError) and e.errno == errno.ENOSPC:
-            return f"disk limit ({int(limits['disk_mb'])} MB)"
+            return f"disk limit ({limits['disk_mb']:g} MB)"
         if isinstance(e, OSError) and e.errno == errno.EMFILE:
             return "open file limit"
     msg = " ".join(str(exc).split())
     if len(msg) > 200:
         msg = msg[:197] + "..."
-    line = _heuristic_line(exc)
+    line = next((n for n in map(_heuristic_line, _chain(exc)) if n), None)
     where = f" (line {line})" if line else ""
+    if type(exc).__name__ == "HeuristicError" and msg:
+        # a driver's verdict (esopt.ahd.problems.checks): the heuristic raised (it has a cause), or it
+        # returned something the driver cannot use
+        return f"crash: {msg}{where}" if exc.__cause__ is not None else f"invalid output: {msg}{where}"
     return f"crash: {type(exc).__name__}: {msg}{where}" if msg else f"crash: {type(exc).__name__}{where}"
 
 

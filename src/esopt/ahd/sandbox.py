@@ -70,6 +70,9 @@ def run_candidate(code: str, entry: str, driver: str, instances: list[dict], lim
     promised protections and limits.allow_weaker is False; never raises for anything the code does."""
     if not isinstance(code, str) or not isinstance(entry, str) or not entry.isidentifier():
         raise ValueError(f"run_candidate needs code as str and entry as a Python name, got entry {entry!r}")
+    if not sys.platform.startswith("linux"):
+        raise SandboxUnavailable(f"sandbox: needs Linux (seccomp, Landlock, namespaces), not {sys.platform}; "
+                                 "refusing to run candidate code")
     request = {"code": code, "entry": entry, "driver": driver, "instances": list(instances)}
     return _execute(request, limits)
 

@@ -14,8 +14,7 @@ the two agree.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
-import platform
+import os
 import struct
 
 # Marker errnos (the kernel passes any value up to 4095 through; glibc calls them "Unknown
@@ -96,9 +95,8 @@ def arg_hi(i: int) -> int:
 
 
 def _resolver():
-    name = ctypes.util.find_library("seccomp") or "libseccomp.so.2"
     try:
-        lib = ctypes.CDLL(name)
+        lib = ctypes.CDLL("libseccomp.so.2")  # by soname: ctypes.util.find_library would pull in subprocess
     except OSError:
         return None
     fn = lib.seccomp_syscall_resolve_name
@@ -111,17 +109,17 @@ def syscall_numbers(names) -> tuple[dict[str, int], str]:
     resolve = _resolver()
     if resolve is not None:
         out = {n: resolve(n.encode()) for n in names}
-        if platform.machine() == "x86_64":  # an older libseccomp may not know the newest calls
+        if os.uname().machine == "x86_64":  # an older libseccomp may not know the newest calls
             out = {n: X86_64[n] if nr == -1 and n in X86_64 else nr for n, nr in out.items()}
         return {n: nr for n, nr in out.items() if nr >= 0}, "libseccomp"
-    if platform.machine() == "x86_64":
+    if os.uname().machine == "x86_64":
         return {n: X86_64[n] for n in names if n in X86_64}, "built-in table"
-    raise OSError(f"no syscall table for {platform.machine()} and no libseccomp.so.2")
+    raise OSError(f"no syscall table for {os.uname().machine} and no libseccomp.so.2")
 
 
 def build(own_pid: int) -> tuple[list[tuple[int, int, int, int]], str]:
     """The filter program as (code, jt, jf, k) tuples, and where its syscall numbers came from."""
-    machine = platform.machine()
+    machine = os.uname().machine
     if machine not in AUDIT_ARCH:
         raise OSError(f"seccomp filter not written for architecture {machine}")
     names = [*DENY, *SIGNAL_PID_ARG0, "prlimit64", "ioctl", "fcntl"]
