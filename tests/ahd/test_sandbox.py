@@ -304,6 +304,13 @@ def test_file_size_limit():
     assert out.reason == "file size limit (1 MB)"
 
 
+def test_many_files_hit_the_disk_limit():
+    if not sandbox.protections()["disk_quota"]:
+        pytest.skip("no mount namespace here: the working directory is on disk")
+    out = run("def score_item(x):\n    for i in range(100000):\n        open(f'f{i}', 'w').close()\n")
+    assert out.reason == "disk limit (16 MB)", out
+
+
 def test_kill_parent_is_blocked():
     out = run("""
         import os, signal
@@ -381,6 +388,8 @@ ATTACKS = {
     "thread": lambda: threading.Thread(target=print).start(),
     "connect": lambda: socket.create_connection(("127.0.0.1", PORT), timeout=1),
     "write_outside": lambda: open(OUTSIDE, "w").write("pwned"),
+    "symlink_write": lambda: (os.symlink(OUTSIDE, "link"), open("link", "w").write("pwned")),
+    "hardlink": lambda: os.link(SECRET, "hard"),
     "read_outside": lambda: open(SECRET).read(),
     "kill": lambda: os.kill(VICTIM, signal.SIGKILL),
     "killpg": lambda: os.killpg(VICTIM, signal.SIGKILL),
@@ -407,7 +416,7 @@ KERNEL_EXPECTED = {
     "fork": "OSError 4001", "libc_fork": "returned -1 errno 4001", "subprocess": "OSError 4001",
     "shell": "OSError 4001", "exec": "OSError 4001", "posix_spawn": "OSError 4001",
     "thread": "RuntimeError ", "connect": "OSError 4002", "write_outside": "PermissionError 13",
-    "read_outside": "PermissionError 13", "kill": "OSError 4003", "killpg": "OSError 4003",
+    "read_outside": "PermissionError 13", "symlink_write": "PermissionError 13", "hardlink": "OSError 18", "kill": "OSError 4003", "killpg": "OSError 4003",
     "kill_all": "OSError 4003", "libc_kill": "returned -1 errno 4003", "pidfd": "OSError 4003",
     "setown": "OSError 4003", "rlimit": "OSError 4004", "ptrace": "returned -1 errno 4005",
 }
