@@ -390,6 +390,7 @@ ATTACKS = {
     "write_outside": lambda: open(OUTSIDE, "w").write("pwned"),
     "symlink_write": lambda: (os.symlink(OUTSIDE, "link"), open("link", "w").write("pwned")),
     "hardlink": lambda: os.link(SECRET, "hard"),
+    "truncate": lambda: os.truncate(SECRET, 0),
     "read_outside": lambda: open(SECRET).read(),
     "kill": lambda: os.kill(VICTIM, signal.SIGKILL),
     "killpg": lambda: os.killpg(VICTIM, signal.SIGKILL),
@@ -416,7 +417,7 @@ KERNEL_EXPECTED = {
     "fork": "OSError 4001", "libc_fork": "returned -1 errno 4001", "subprocess": "OSError 4001",
     "shell": "OSError 4001", "exec": "OSError 4001", "posix_spawn": "OSError 4001",
     "thread": "RuntimeError ", "connect": "OSError 4002", "write_outside": "PermissionError 13",
-    "read_outside": "PermissionError 13", "symlink_write": "PermissionError 13", "hardlink": "OSError 18", "kill": "OSError 4003", "killpg": "OSError 4003",
+    "read_outside": "PermissionError 13", "symlink_write": "PermissionError 13", "hardlink": "OSError 18", "truncate": "OSError 4005", "kill": "OSError 4003", "killpg": "OSError 4003",
     "kill_all": "OSError 4003", "libc_kill": "returned -1 errno 4003", "pidfd": "OSError 4003",
     "setown": "OSError 4003", "rlimit": "OSError 4004", "ptrace": "returned -1 errno 4005",
 }
@@ -436,7 +437,7 @@ def test_kernel_layers_hold_without_the_audit_hook(tmp_path, victim, listener):
     system = got.pop("system")  # libc system() reports a failed spawn as a status, not an exception
     assert system.startswith("returned ") and not system.startswith("returned 0 "), system
     assert got == KERNEL_EXPECTED
-    assert not marker.exists() and not outside.exists()
+    assert not marker.exists() and not outside.exists() and secret.read_text() == "api-key"
     assert alive(victim.pid)
 
 

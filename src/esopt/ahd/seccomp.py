@@ -46,6 +46,7 @@ DENY = {
         "setreuid", "setregid", "setgroups", "setresuid", "setresgid", "setfsuid", "setfsgid", "capset",
         "setpriority", "sched_setscheduler", "sched_setparam", "sched_setattr", "ioprio_set",
         "migrate_pages", "move_pages", "process_madvise", "mq_open", "shmget", "semget", "msgget", "uselib",
+        "truncate",  # by path: Landlock covers it only from ABI 3 (ftruncate on an open file stays allowed)
     ], E_PRIVILEGED),
 }
 # signals: allowed only to the process itself (its own pid, or 0 / -pid: its own process group,
@@ -72,7 +73,7 @@ X86_64 = {
     "setgroups": 116, "setresuid": 117, "setresgid": 119, "setfsuid": 122, "setfsgid": 123, "capset": 126,
     "setpriority": 141, "sched_setscheduler": 144, "sched_setparam": 142, "sched_setattr": 314,
     "ioprio_set": 251, "migrate_pages": 256, "move_pages": 279, "process_madvise": 440, "mq_open": 240,
-    "shmget": 29, "semget": 64, "msgget": 68, "uselib": 134,
+    "shmget": 29, "semget": 64, "msgget": 68, "uselib": 134, "truncate": 76,
     "kill": 62, "tkill": 200, "tgkill": 234, "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297,
     "prlimit64": 302, "ioctl": 16, "fcntl": 72,
 }
