@@ -347,8 +347,14 @@ def _adapt_ahd(a) -> int:
     if config is None and Path(AHD_CONFIG).exists():
         config = AHD_CONFIG
     methods = [m.strip() for m in a.methods.split(",") if m.strip()] if a.methods else None
-    result = run_ahd(a.env, config, overrides, budgets=_ints(a.budgets, "--budgets") if a.budgets else None,
-                     seeds=_ints(a.seeds, "--seeds") if a.seeds else None, methods=methods, out=a.out)
+    from .ahd.sandbox import SandboxUnavailable
+
+    try:
+        result = run_ahd(a.env, config, overrides, budgets=_ints(a.budgets, "--budgets") if a.budgets else None,
+                         seeds=_ints(a.seeds, "--seeds") if a.seeds else None, methods=methods, out=a.out)
+    except SandboxUnavailable as err:  # nothing was run; docs/sandbox.md says what each protection needs
+        print(f"esopt: error: {err}", file=sys.stderr)
+        return 2
     for key, v in result["totals"].items():
         name = key.replace("+", "_").replace(" vs ", "_vs_").replace(" @ ", "_b")
         print(f"RESULT ahd_{result['problem']}_{name}=W{v['win']}/T{v['tie']}/L{v['loss']}")

@@ -22,6 +22,9 @@ class LimitsConfig(Strict):
     memory_mb: int = Field(1024, ge=64)
     file_mb: int = Field(1, ge=0)
     output_kb: int = Field(256, ge=1)
+    result_mb: int = Field(8, ge=1)
+    disk_mb: int = Field(16, ge=1)
+    allow_weaker: bool = False  # run even where a promised protection is unavailable (docs/sandbox.md)
 
 
 class SearchConfig(Strict):

@@ -36,7 +36,10 @@ FOLDER_FILES = ("proposals.jsonl", "history.json", "best.py", "summary.json")
 def load_problem(name: str):
     from .problems import get_problem
 
-    return get_problem(name)
+    try:
+        return get_problem(name)
+    except ValueError as err:
+        raise ConfigError(f"--env ahd-{name}: {err}") from None
 
 
 def make_evaluator(cfg: AHDConfig):
@@ -196,6 +199,7 @@ def run_ahd(env: str, config: str | Path | None, overrides: list[str], budgets: 
         set_threads(cfg.runtime.threads)
     pdir.mkdir(parents=True, exist_ok=True)
     evaluate = make_evaluator(cfg)
+    _reference(pdir, problem, cfg, evaluate, cfg.grid.seeds, log)  # also: a machine without the sandbox stops here
     start = StartModel(cfg, log)
     failed, statuses = [], {}
     for k, (m, b, s) in enumerate(plan):
@@ -221,7 +225,6 @@ def run_ahd(env: str, config: str | Path | None, overrides: list[str], budgets: 
             failed.append({"run_dir": str(folder), "error": err})
             atomic_write_text(folder / "error.txt", err)
             log(f"[esopt] ahd {k + 1}/{len(plan)} {label} failed:\n{err}")
-    _reference(pdir, problem, cfg, evaluate, cfg.grid.seeds, log)
     summaries, refs = collect(root)
     table = ahd_table.build(summaries, refs)
     result = {"root": str(root), "problem": problem.name, "statuses": statuses, "failed": failed, **table}

@@ -116,6 +116,15 @@ class _Failed:
     per_instance: None = None
 
 
+def _fatal(err: Exception) -> bool:
+    """A sandbox that cannot run anything on this machine stops the search (nothing was run)."""
+    try:
+        from .sandbox import SandboxUnavailable
+    except ImportError:
+        return False
+    return isinstance(err, SandboxUnavailable)
+
+
 def _num(x) -> float | None:
     return float(x) if isinstance(x, (int, float)) and math.isfinite(x) else None
 
@@ -175,6 +184,8 @@ class Search:
         try:
             return self.evaluate_fn(self.problem, code, instances)
         except Exception as err:  # noqa: BLE001 - recorded in the proposal's reason
+            if _fatal(err):
+                raise
             return _Failed(f"evaluator error: {type(err).__name__}: {err}", time.time() - t0)
 
     def _reference(self) -> Heuristic:
