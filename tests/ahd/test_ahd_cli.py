@@ -28,9 +28,9 @@ def hooks(monkeypatch, esopt_cache):
     made = {"proposers": [], "loads": 0}
     real_make, real_get = ahd_run.make_proposer, ahd_run.StartModel.get
 
-    def make(start, cfg, perturber):
+    def make(start, cfg, perturber, entry=None):
         made["proposers"].append(perturber is not None)
-        return CodeFromModel(real_make(start, cfg, perturber))
+        return CodeFromModel(real_make(start, cfg, perturber, entry))
 
     def get(self):
         if self.model is None:
@@ -90,7 +90,7 @@ def test_grid_table_skip_and_failure(tmp_path, hooks, capsys, monkeypatch):
     hooks["loads"] = 0
     hooks["proposers"].clear()
 
-    def failing(start, cfg, perturber):
+    def failing(start, cfg, perturber, entry=None):
         raise RuntimeError("proposer broke")
 
     monkeypatch.setattr(ahd_run, "make_proposer", failing)

@@ -106,3 +106,34 @@ def test_prompts_show_task_signature_parents_and_objectives():
     assert p.reference.strip() in s and "5" in s and p.signature in s
     with pytest.raises(ValueError, match="unknown operator"):
         operator_prompt(p, "x1", parents)
+
+
+def test_block_done_stops_after_a_closed_fence_with_the_entry():
+    from esopt.ahd.code import block_done
+
+    done = block_done("select_next_node")
+    assert not done("Idea: nearest city.\n```python\ndef select_next_node(a, b, c, d):\n    return 1\n")
+    assert done("Idea: nearest city.\n```python\ndef select_next_node(a, b, c, d):\n    return 1\n```")
+    assert not done("```python\nimport numpy as np\n```\n")  # a closed block without the function goes on
+    assert not done("```python\ndef select_next_node_v2(a):\n    pass\n```")
+
+
+def test_policy_stop_ends_each_row_where_the_rule_says_and_keeps_the_text_before():
+    import torch
+
+    from esopt.models.policy import HFPolicy, Sampling
+    from esopt.models.tiny import build_tiny
+
+    torch.manual_seed(0)
+    model, tok = build_tiny("llama", hidden=32, layers=1)
+    model.eval().requires_grad_(False)
+    tok.padding_side = "left"
+    policy = HFPolicy(model, tok, batch_size=4)
+    convs = [[{"role": "user", "content": text}] for text in ("abc", "hello there", "x", "0123")]
+    full = policy.generate(convs, 30, Sampling(), seed=0)
+    cut = policy.generate(convs, 30, Sampling(), seed=0, stop=lambda t: len(t) >= 5)
+    assert any(len(f) > 5 for f in full)  # without the rule the replies run on
+    for f, c in zip(full, cut):
+        assert c == f[: len(c)]  # the same greedy reply, ended early
+        if len(f) > 5:
+            assert 5 <= len(c) < len(f)

@@ -37,6 +37,20 @@ class Candidate:
     idea: str | None = None  # the reply's one-sentence idea, if it gave one
 
 
+CLOSED = re.compile(r"```[^\n]*\n(.*?)```", re.S)
+
+
+def block_done(entry: str):
+    """A stop rule for generation: True once the reply has a closed code fence defining `entry`
+    (what follows is prose the extraction drops; stopping there saves most of a reply's tokens)."""
+    pattern = re.compile(rf"\bdef\s+{re.escape(entry)}\s*\(")
+
+    def done(text: str) -> bool:
+        return "```" in text and any(pattern.search(b) for b in CLOSED.findall(text))
+
+    return done
+
+
 def _blocks(text: str) -> list[str]:
     """Code blocks of the reply, in order; the whole text when it has no fence."""
     found = [m.group(2) for m in FENCE.finditer(text) if m.group(1).lower() in ("", "python", "py", "python3")]

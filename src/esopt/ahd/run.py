@@ -51,15 +51,17 @@ def make_evaluator(cfg: AHDConfig):
     return lambda problem, code, instances: evaluate(problem, code, instances, limits)
 
 
-def make_proposer(start: "StartModel", cfg: AHDConfig, perturber):
+def make_proposer(start: "StartModel", cfg: AHDConfig, perturber, entry: str | None = None):
     from ..models.policy import HFPolicy, Sampling
+    from .code import block_done
     from .weights import ModelProposer
 
     model, tok = start.get()
     if perturber is None:  # a run without ES starts from the starting weights too
         start.restore()
     policy = HFPolicy(model, tok, batch_size=1)
-    return ModelProposer(policy, cfg.search.max_new_tokens, Sampling(**cfg.search.sampling.model_dump()), perturber)
+    return ModelProposer(policy, cfg.search.max_new_tokens, Sampling(**cfg.search.sampling.model_dump()), perturber,
+                         stop=block_done(entry) if entry else None)
 
 
 class StartModel:
@@ -122,7 +124,7 @@ def run_one(folder: Path, rc: dict, cfg: AHDConfig, problem, evaluate, start: St
                                                           "method": rc["method"], "seed": rc["seed"]})
         steps = WeightSteps(model, cfg.es, rc["seed"], settings.batches, history)
         perturber = steps.perturber
-    proposer = make_proposer(start, cfg, perturber)
+    proposer = make_proposer(start, cfg, perturber, problem.entry)
     t0 = time.time()
     with open(folder / "proposals.jsonl", "a") as f:
         def on_record(rec):

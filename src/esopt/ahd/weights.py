@@ -24,20 +24,23 @@ class ModelProposer:
     """propose(prompts, slots): one generate call per prompt, under its slot's member's
     perturbation when the slot has one (perturber required then)."""
 
-    def __init__(self, policy, max_new_tokens: int, sampling, perturber=None):
+    def __init__(self, policy, max_new_tokens: int, sampling, perturber=None, stop=None):
         self.policy, self.max_new_tokens, self.sampling, self.perturber = policy, max_new_tokens, sampling, perturber
+        self.stop = stop  # stop(reply_so_far) -> bool: end a reply early (code.block_done: after the code)
 
     def propose(self, prompts: list[str], slots: list) -> list[str]:
         out = []
         for prompt, slot in zip(prompts, slots):
             conv = [conversation(prompt)]
             if slot.seed is None:
-                out += self.policy.generate(conv, self.max_new_tokens, self.sampling, seed=slot.sample_seed)
+                out += self.policy.generate(conv, self.max_new_tokens, self.sampling, seed=slot.sample_seed,
+                                           stop=self.stop)
                 continue
             if self.perturber is None:
                 raise RuntimeError("a slot names an ES member but the proposer has no perturber")
             with self.perturber.perturbed(slot.seed, slot.sigma, slot.sign):
-                out += self.policy.generate(conv, self.max_new_tokens, self.sampling, seed=slot.sample_seed)
+                out += self.policy.generate(conv, self.max_new_tokens, self.sampling, seed=slot.sample_seed,
+                                           stop=self.stop)
         return out
 
 

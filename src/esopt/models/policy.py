@@ -33,7 +33,7 @@ class HFPolicy:
     @torch.inference_mode()
     def generate(self, conversations: list[list[dict]], max_new_tokens: int, sampling: Sampling = Sampling(), seed: int = 0,
                  row_context=None, token_ids: list | None = None, row_groups: list | None = None,
-                 turn_cache: TurnCache | None = None, cache_keys: list | None = None) -> list[str]:
+                 turn_cache: TurnCache | None = None, cache_keys: list | None = None, stop=None) -> list[str]:
         """One reply per conversation; left-padded batches, KV cache, stop at end of turn.
 
         row_context(indices) -> context manager, if given, wraps the generation of the
@@ -49,6 +49,8 @@ class HFPolicy:
         encodes only the tokens after what it has cached for that episode (models/turncache.py).
         A batch where some row reuses a cache does not use the shared-prefix cache: rows with
         nothing cached encode their whole prompt there.
+        stop(reply_so_far) -> bool, if given, ends a row's reply as soon as it returns True
+        (e.g. after a code block's closing fence); the reply keeps the text up to that token.
         """
         texts = self.prompt_texts(conversations)
         out: list[str] = []
@@ -57,6 +59,8 @@ class HFPolicy:
             extra = {}
             if turn_cache is not None:
                 extra = {"turn_cache": turn_cache, "keys": list(cache_keys[start : start + len(chunk)])}
+            if stop is not None:
+                extra["stop"] = stop
             if row_context is None:
                 out.extend(self._generate_batch(chunk, max_new_tokens, sampling, seed + start, token_ids=token_ids,
                                                 **extra))
@@ -74,7 +78,7 @@ class HFPolicy:
         return TurnCache() if impl in (None, "dynamic") else None
 
     def _generate_batch(self, texts, max_new_tokens, sampling, seed, token_ids=None, row_context=None, groups=None,
-                        turn_cache=None, keys=None):
+                        turn_cache=None, keys=None, stop=None):
         """row_context(local row indices) wraps forwards of those rows; groups: rows with equal ids share weights;
         turn_cache with keys: per-episode keys/values kept across turns."""
         tok = self.tokenizer
@@ -114,6 +118,10 @@ class HFPolicy:
             ids, mask = pad_left(rows, tok.pad_token_id)
             self.tokens_prefilled += sum(len(r) for r in rows)
         ids, mask = ids.to(self.device), mask.to(self.device)
+        if stop is not None:
+            from transformers import StoppingCriteriaList
+
+            kwargs["stopping_criteria"] = StoppingCriteriaList([_text_stop(stop, tok, ids.shape[1])])
         # sampling draws from a forked, locally seeded RNG: the global RNG is left as it was
         with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
             torch.manual_seed(seed)
@@ -129,6 +137,18 @@ class HFPolicy:
         if token_ids is not None:
             token_ids.extend(zip(rows, replies))
         return tok.batch_decode(new, skip_special_tokens=True)
+
+
+def _text_stop(stop, tokenizer, prompt_len: int):
+    """A stopping criterion that ends each row whose decoded reply so far satisfies ``stop``."""
+    from transformers import StoppingCriteria
+
+    class TextStop(StoppingCriteria):
+        def __call__(self, input_ids, scores, **kwargs):
+            texts = tokenizer.batch_decode(input_ids[:, prompt_len:], skip_special_tokens=True)
+            return torch.tensor([bool(stop(t)) for t in texts], dtype=torch.bool, device=input_ids.device)
+
+    return TextStop()
 
 
 def _until_eos(ids: list[int], eos: int) -> list[int]:
