@@ -215,7 +215,7 @@ def test_resume_and_export_rebuild_the_grown_library_without_the_proposer(tiny_c
     path = first.run.path
     del first
     run = RunDir(path)
-    second = make_trainer(run.load_config(), ToyRollout(weights=True), Raising())
+    second = make_trainer(run.load_config(), ToyRollout(weights=True), Raising(), run)
     assert second.resume() == 2  # the library comes back from the records, the proposer is not asked
     assert [s.name for s in second.coevo.lib.skills] == ["rules", "helpful rule", "second"]
     assert second.coevo.genome.to_json() == records[1]["context"]["logits"]

@@ -27,8 +27,8 @@ COPY_SHARE = 0.6  # more than this share of the skill is found verbatim in text 
 DUPLICATE_SHARE = 0.8
 
 REASONING = re.compile(
-    r"<\s*/?\s*think\s*>|\blet me\b|\blet's (?:think|see|analy[sz]e|break|figure|look)\b|\bi (?:think|need to|will|"
-    r"should|must|am going to|'ll|'m going to)\b|\bhmm+\b|^\s*(?:okay|ok|wait|so|alright)\b[,.!]|\bfirst, i\b|"
+    r"<\s*/?\s*think\s*>|\blet me\b|\blet's (?:think|see|analy[sz]e|break|figure|look)\b|\bi(?: think| need to| will|"
+    r" should| must| am going to|'ll|'m going to)\b|\bhmm+\b|^\s*(?:okay|ok|wait|so|alright)\b[,.!]|\bfirst, i\b|"
     r"\bthinking process\b", re.IGNORECASE | re.MULTILINE)
 _KEY = re.compile(r"^[\s>*#_`-]*(name|skill)[\s*_`]*:[\s*_`]*(.*)$", re.IGNORECASE)
 
