@@ -136,6 +136,11 @@ def test_sources_are_best_and_worst_and_the_prompt_shows_them():
     assert "board 1" in best and "r1c4=1" in best and "Reward: 1" in best and "board 2" not in best
     assert "board 2" in worst and "board 5" in worst and "Reward: 0" in worst
     assert "rules: Each row" in prompt and "NAME:" in prompt and "at most 300 characters" in prompt
+    mostly_zero = [dict(e, reward=r) for e, r in zip(traj * 2, [0, 0, 0, 0, 0, 1, 0.5, 0, 0, 0, 0, 0])]
+    for j in range(4):  # most episodes failed: the best shown are still better than the worst shown
+        src = pick_sources(mostly_zero, j, best=2, worst=2)
+        assert min(mostly_zero[k]["reward"] for r, k in src if r == "best") > 0
+        assert max(mostly_zero[k]["reward"] for r, k in src if r == "worst") == 0
     flat = [dict(e, reward=0.5) for e in traj]
     assert pick_sources(flat, 0, 2, 2) is None  # no contrast, nothing to learn from
 

@@ -24,19 +24,23 @@ def rank(traj: list[dict]) -> list[int]:
 
 
 def pick_sources(traj: list[dict], candidate: int, best: int, worst: int) -> list[tuple[str, int]] | None:
-    """[(role, trajectory index)] shown to candidate `candidate`: `best` from the top and `worst` from
-    the bottom of the ranking, disjoint; None when there is no contrast (every scored episode has
-    the same reward, or fewer than two are scored)."""
+    """[(role, trajectory index)] shown to candidate `candidate`: `best` from the top half of the
+    ranking (none at the lowest reward) and `worst` from the bottom half (none at the highest), each
+    worst one scoring below every best one shown; None when there is no contrast (every scored
+    episode has the same reward, or fewer than two are scored)."""
     order = rank(traj)
     if len(order) < 2 or traj[order[0]]["reward"] == traj[order[-1]]["reward"]:
         return None
-    top = order[: len(order) // 2] or order[:1]
-    bottom = sorted(order[len(order) // 2 :], key=lambda k: float(traj[k]["reward"]))  # worst first, ties in order
+    lo, hi = traj[order[-1]]["reward"], traj[order[0]]["reward"]
+    half = max(1, len(order) // 2)
+    top = [k for k in order[:half] if traj[k]["reward"] > lo]  # never an episode at the lowest reward
+    bottom = sorted((k for k in order[half:] if traj[k]["reward"] < hi), key=lambda k: float(traj[k]["reward"]))
     b0, w0 = (candidate * best) % len(top), (candidate * worst) % len(bottom)
     chosen_best = [top[(b0 + i) % len(top)] for i in range(min(best, len(top)))]
     chosen_worst = [bottom[(w0 + i) % len(bottom)] for i in range(min(worst, len(bottom)))]
     best_r = min(traj[k]["reward"] for k in chosen_best)
-    chosen_worst = [k for k in chosen_worst if traj[k]["reward"] < best_r] or chosen_worst[:1]
+    # every worst episode shown scores below every best one (bottom[0] is at the lowest reward)
+    chosen_worst = [k for k in chosen_worst if traj[k]["reward"] < best_r] or bottom[:1]
     return [("best", k) for k in chosen_best] + [("worst", k) for k in chosen_worst]
 
 
