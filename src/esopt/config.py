@@ -170,6 +170,32 @@ class SkillEntry(Strict):
     text: str
 
 
+class ProposerConfig(Strict):
+    """coevo.proposer: an OpenAI-compatible chat endpoint that proposes skills (none: the model being tuned)."""
+
+    url: str  # base URL, e.g. http://127.0.0.1:8000/v1 (POST <url>/chat/completions), or the full .../chat/completions
+    model: str
+    api_key_env: str | None = None  # name of the environment variable holding the API key (none: send no key)
+    timeout_s: float = Field(120.0, gt=0)
+
+
+class GrowConfig(Strict):
+    """coevo.grow: library growth from the generation's best and worst episodes (coevo/grow.py)."""
+
+    every: int = Field(0, ge=0)  # propose after every N-th generation (not the last); 0 = off
+    candidates: int = Field(1, ge=1)  # proposals per growth step (each shows other episodes)
+    best: int = Field(2, ge=1)  # best episodes shown per proposal
+    worst: int = Field(2, ge=1)  # worst episodes shown per proposal
+    obs_chars: int = Field(600, ge=50)  # first observation of a shown episode, cut to this many characters
+    max_new_tokens: int = Field(96, ge=8)  # proposal length limit; a proposal that hits it is truncated (rejected)
+    max_chars: int = Field(300, ge=20)  # longest accepted skill text
+    minibatch: int = Field(16, ge=1)  # training tasks the gate plays, with and without the candidate
+    # admit iff mean(with) >= mean(without) - tolerance_se * SE(paired differences); docs/method.md
+    tolerance_se: float = Field(0.0, ge=0)
+    init_prob: float = Field(0.25, gt=0, lt=1)  # inclusion probability an admitted skill starts with
+    max_skills: int = Field(32, ge=1)  # no growth once the library holds this many skills
+
+
 class CoevoConfig(Strict):
     """The context genome (coevo/): what the agent sees is searched alongside (or instead of) its weights."""
 
@@ -184,6 +210,8 @@ class CoevoConfig(Strict):
     # examples (a list of {role, content} messages each), any other name (a text section each)
     slots: dict[str, list[Union[str, list[dict[str, str]]]]] = {}
     library: str | None = None  # a YAML file {skills, slots} or a Markdown file whose ## sections are skills
+    grow: GrowConfig = GrowConfig()  # library growth (Trace2Skill-style proposals through a gate)
+    proposer: ProposerConfig | None = None  # who proposes skills: none = the model being tuned (greedy)
 
 
 class Config(Strict):
@@ -210,9 +238,12 @@ class Config(Strict):
         if self.coevo.mode != "weights":
             if self.algo != "es":
                 raise ValueError(f"coevo.mode={self.coevo.mode} needs algo=es (the GRPO baseline trains weights only)")
-            if not (self.coevo.skills or self.coevo.slots or self.coevo.library):
+            if not (self.coevo.skills or self.coevo.slots or self.coevo.library or self.coevo.grow.every):
                 raise ValueError(f"coevo.mode={self.coevo.mode} needs a skill library: set coevo.skills, coevo.slots "
-                                 "or coevo.library (a YAML or SKILL.md file)")
+                                 "or coevo.library (a YAML or SKILL.md file), or grow one (coevo.grow.every)")
+        elif self.coevo.grow.every:
+            raise ValueError("coevo.grow.every needs coevo.mode context or both (grown skills join the context "
+                             "search); with coevo.mode=weights set coevo.grow.every=0")
         if isinstance(self.es.scope, list) and not [p for p in self.es.scope if str(p).strip()]:
             raise ValueError("es.scope is an empty list: give parameter name patterns (e.g. ['*.mlp.*']), "
                              "or full / all_linear")

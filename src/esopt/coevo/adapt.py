@@ -124,6 +124,9 @@ def plan(adapt: AdaptConfig, tree: dict, start_context=None) -> list[SubRun]:
                 set_dotted(t, key, value)
             except ConfigError as err:
                 raise ConfigError(f"{where}: {err}") from None
+        if ((t.get("coevo") or {}).get("grow") or {}).get("every"):
+            raise ConfigError(f"{where}: coevo.grow.every must be 0 under esopt adapt: its equal episode budgets "
+                              "count members' episodes, not the growth gate's")
         for setting in adapt.settings:
             for budget in ([None] if setting == "none" else adapt.budgets):
                 s = copy.deepcopy(t)

@@ -9,8 +9,7 @@ import yaml
 
 from ..agent.rollout import AgentContext
 from .assemble import assemble, skill_md
-from .genome import Genome
-from .library import SkillLibrary
+from .grow import genome_at
 
 
 def final_context(history, base: AgentContext, upto: int | None = None) -> tuple[AgentContext, dict] | None:
@@ -19,9 +18,9 @@ def final_context(history, base: AgentContext, upto: int | None = None) -> tuple
     meta = history.meta.get("context")
     if meta is None:
         return None
-    lib = SkillLibrary.from_json(meta["library"], "history.json's skill library")
     records = history.records[:upto]
-    genome = Genome.from_json(lib, records[-1]["context"]["logits"] if records else meta["initial_logits"])
+    genome = genome_at(meta, records)  # the configured library plus the skills grown in these records
+    lib = genome.lib
     draw = genome.most_likely()
     info = {"choice": "most_likely", "generations": len(records), "draw": draw.to_json(lib),
             "probabilities": genome.probs_json(), "library_hash": meta["library_hash"]}

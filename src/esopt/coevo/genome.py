@@ -84,6 +84,12 @@ class Genome:
                                   f"(known: {', '.join(lib.names)})")
         return g
 
+    def with_skill(self, skill, logit: float) -> "Genome":
+        """The genome of the library grown by `skill` (appended after the other skills), whose
+        logit starts at `logit`; every other logit is kept."""
+        logits = np.concatenate([self.logits[: self.n_skills], [float(logit)], self.logits[self.n_skills :]])
+        return Genome(self.lib.with_skill(skill), logits)
+
     # ------------------------------------------------------------------ probabilities
     def skill_probs(self) -> np.ndarray:
         return sigmoid(self.logits[: self.n_skills])

@@ -57,6 +57,12 @@ class SkillLibrary:
         return {"skills": [{"name": s.name, "text": s.text} for s in self.skills],
                 "slots": {s.name: [list(a) if isinstance(a, tuple) else a for a in s.alternatives] for s in self.slots}}
 
+    def with_skill(self, skill: Skill) -> "SkillLibrary":
+        """This library plus one skill at the end of the skills (its name must be new)."""
+        if skill.name in self.names:
+            raise ValueError(f"the skill library already has a skill or slot named {skill.name!r}")
+        return SkillLibrary(self.skills + (skill,), self.slots)
+
     @property
     def digest(self) -> str:
         """sha256 of the library's content (names, texts, alternatives, order)."""
@@ -181,6 +187,7 @@ def load_library(coevo_cfg) -> SkillLibrary:
         skills, slots = skills + list(file_skills), {**slots, **file_slots}
         where = f"coevo (with {coevo_cfg.library})"
     lib = build_library(skills, slots, where)
-    if not lib.skills and not lib.slots:
+    grows = bool(getattr(getattr(coevo_cfg, "grow", None), "every", 0))
+    if not lib.skills and not lib.slots and not grows:
         raise ConfigError(f"{where}: the skill library is empty (no skills, no slots)")
     return lib

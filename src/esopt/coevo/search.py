@@ -19,7 +19,7 @@ from ..es.history import RunFolderError
 from ..utils.seeding import derive_seed
 from .assemble import assemble
 from .genome import Draw, Genome
-from .library import SkillLibrary, load_library
+from .library import Skill, SkillLibrary, load_library
 from .update import context_step
 
 
@@ -29,19 +29,29 @@ class ContextSearch:
         if c.mode == "weights":
             raise ValueError("ContextSearch is for coevo.mode context or both")
         self.mode, self.lr, self.clip, self.run_seed = c.mode, c.lr, c.logit_clip, cfg.run.seed
-        self.lib = lib if lib is not None else load_library(c)
+        lib = lib if lib is not None else load_library(c)
         self.base = base
-        self.genome = self.initial = Genome.initial(self.lib, c.init_prob, c.init_logits)
+        self.genome = self.initial = Genome.initial(lib, c.init_prob, c.init_logits)
         if abs(self.initial.logits).max(initial=0.0) > self.clip:
             raise ConfigError(f"coevo.init_prob / coevo.init_logits give initial logits up to "
                               f"{abs(self.initial.logits).max():.3g}, beyond coevo.logit_clip={self.clip}: "
                               "raise the clip or give smaller initial logits")
         self.paired = c.mode == "both" and cfg.es.antithetic
 
+    @property
+    def lib(self) -> SkillLibrary:
+        """The library now: the configured one plus any skills grown so far (coevo/grow.py)."""
+        return self.genome.lib
+
+    def add_skill(self, skill: Skill, logit: float) -> None:
+        """A grown skill joins the library (after the other skills) with this starting logit."""
+        self.genome = self.genome.with_skill(skill, logit)
+
     # ------------------------------------------------------------------ history meta
     def meta(self) -> dict:
         """What history.json's meta records of the search: enough to rebuild any generation's context."""
-        return {"mode": self.mode, "library_hash": self.lib.digest, "library": self.lib.to_json(),
+        lib = self.initial.lib  # the configured library; grown skills are in the records (coevo/grow.py)
+        return {"mode": self.mode, "library_hash": lib.digest, "library": lib.to_json(),
                 "initial_logits": self.initial.to_json()}
 
     def check_meta(self, meta: dict, path) -> None:
@@ -52,9 +62,9 @@ class ContextSearch:
                                  f"resume with coevo.mode={self.mode}")
         if rec.get("mode") != self.mode:
             raise RunFolderError(f"{path} was trained with coevo.mode={rec.get('mode')}, not {self.mode}")
-        if rec.get("library_hash") != self.lib.digest:
+        if rec.get("library_hash") != self.initial.lib.digest:
             raise RunFolderError(f"the skill library differs from the one {path} was trained with (hash "
-                                 f"{str(rec.get('library_hash'))[:12]} recorded, {self.lib.digest[:12]} now): restore "
+                                 f"{str(rec.get('library_hash'))[:12]} recorded, {self.initial.lib.digest[:12]} now): restore "
                                  "its coevo.skills / coevo.slots / coevo.library file, or start a new run")
         if rec.get("initial_logits") != self.initial.to_json():
             raise RunFolderError(f"coevo.init_prob / coevo.init_logits differ from those {path} was trained with")
@@ -83,16 +93,21 @@ class ContextSearch:
 
     # ------------------------------------------------------------------ resume
     def replay(self, records: list[dict]) -> None:
-        """Recompute the logits from the records' draws and shaped rewards, checking each
-        generation's result against the logits it recorded."""
+        """Recompute the logits from the records' draws and shaped rewards, and the library from
+        the skills they record as grown (never asking a proposer), checking each generation's
+        result against the logits it recorded (after that generation's growth)."""
+        from .grow import grown_skills
+
         g = self.initial
         for rec in records:
             ctx = rec.get("context")
             if not isinstance(ctx, dict):
                 raise RunFolderError(f"history generation {rec['generation']} has no context record: it was not "
                                      f"trained with coevo.mode={self.mode}")
-            draws = [Draw.from_json(d, self.lib) for d in ctx["draws"]]
+            draws = [Draw.from_json(d, g.lib) for d in ctx["draws"]]
             g = context_step(g, draws, ctx["units"], rec["shaped"], self.lr, self.clip)
+            for skill, logit in grown_skills(rec):
+                g = g.with_skill(skill, logit)
             if g.to_json() != ctx["logits"]:
                 raise RunFolderError(f"replaying the context update of generation {rec['generation']} gave other "
                                      "logits than history.json records: coevo.lr / coevo.logit_clip changed, or a "

@@ -79,10 +79,15 @@ def check_run_config(cfg, device: bool = True) -> None:
 
 
 def check_coevo(cfg) -> None:
-    """coevo.mode context/both: the skill library loads and the initial logits fit it."""
+    """coevo.mode context/both: the skill library loads and the initial logits fit it; with growth on,
+    coevo.proposer can be asked."""
     if cfg.coevo.mode == "weights":
         return
     from ..agent.rollout import AgentContext
     from ..coevo.search import ContextSearch
 
     ContextSearch(cfg, AgentContext.from_config(cfg.agent))  # raises ConfigError naming what is wrong
+    if cfg.coevo.grow.every:  # coevo.proposer: an http(s) URL, a model, its API key's variable set
+        from ..coevo.proposer import check_proposer
+
+        check_proposer(cfg.coevo.proposer)

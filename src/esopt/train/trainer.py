@@ -64,6 +64,12 @@ class Trainer:
             from ..coevo.search import ContextSearch
 
             self.coevo = ContextSearch(cfg, AgentContext.from_config(cfg.agent))
+        # coevo.grow.every: candidate skills proposed, screened and gated after due generations (coevo/grow.py)
+        self.grower = None
+        if self.coevo is not None and cfg.coevo.grow.every:
+            from ..coevo.grow import Grower
+
+            self.grower = Grower(cfg, log)
         self.moves_weights = cfg.coevo.mode != "context"
         meta = {"model": cfg.model, "base_weights_hash": weights_hash(model), "scope_numel": self.perturber.numel,
                 "noise": self.perturber.describe()}
@@ -157,17 +163,30 @@ class Trainer:
             t0 = time.time()
             record["context"] = self.coevo.tell(draws, units, shaped)
             times["context"] = time.time() - t0
+        growth = None
+        if self.grower is not None:
+            from ..coevo.grow import due
+
+            if due(cfg, t):  # after the update: the gate plays the weights the next generation starts from
+                t0 = time.time()
+                growth = record["growth"] = self.grower.step(self, self.coevo, t, traj)
+                record["context"]["logits"] = self.coevo.genome.to_json()  # the grown library's logits
+                times["grow"] = time.time() - t0
         self.history.append(record)  # the checkpoint: written atomically before anything else
         self.run.write_trajectories(f"gen{t:04d}", traj)
         finite = np.array([r for r in rewards if math.isfinite(r)] or [float("nan")])
         stats = {
             "kind": "train", "generation": t, "reward_mean": float(finite.mean()), "reward_max": float(finite.max()),
             "reward_min": float(finite.min()), "reward_std": float(finite.std()), "sigma": sigma, "alpha": alpha,
-            "nonfinite_rewards": n_bad, "episodes": len(traj), "tokens": played.tokens,
+            "nonfinite_rewards": n_bad, "episodes": len(traj) + (growth["episodes"] if growth else 0),
+            "tokens": played.tokens,
             **{f"time_{k}": v for k, v in times.items()}, **played.extra,
         }
         if self.coevo is not None:
-            stats["context_probs"] = self.coevo.probs()  # after this generation's update
+            stats["context_probs"] = self.coevo.probs()  # after this generation's update (and growth)
+        if growth is not None:
+            stats["grow"] = {"gate_episodes": growth["episodes"], "admitted": [a["name"] for a in growth["admitted"]],
+                             "rejected": [c.get("reason") for c in growth["candidates"] if c.get("verdict") == "rejected"]}
         self.run.log(stats)
         return stats
 
