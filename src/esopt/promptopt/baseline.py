@@ -7,13 +7,12 @@ Run folder (an ordinary one: config.yaml, metrics.jsonl, trajectories/):
                      generations = GEPA iterations), plus algo=gepa, episodes, lm_calls, gepa
     candidates.json  every candidate (texts, parents, validation scores) and every proposal
                      (reflection reply, proposed text, flags, minibatch scores, outcome)
-    reflections.jsonl  every reflection call: prompt, reply, tokens, seconds, failure
+    reflections.jsonl  every reflection call as it ends: prompt, reply, tokens, seconds, failure
     SKILL.md, context.yaml  the chosen context
     gepa_log.txt     GEPA's own log lines
 """
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -106,7 +105,7 @@ class GepaBaseline:
             else:  # the task model itself, not through the counting wrapper (its calls are logged apart)
                 reflection_lm = LocalReflectionLM(raw, opts.reflection_tokens, opts.reflection_temperature,
                                                   derive_seed("gepa", cfg.run.seed))
-        self.reflection = CallLog(reflection_lm)
+        self.reflection = CallLog(reflection_lm, run.path / "reflections.jsonl")  # appended call by call
         self.recorder = Recorder(self.adapter, self.reflection, log=run.log)
 
     # ------------------------------------------------------------------ the run
@@ -200,9 +199,6 @@ class GepaBaseline:
             "components": self.names, "best": best_idx, "parents": result.parents,
             "val_aggregate_scores": result.val_aggregate_scores,
             "candidates": self.recorder.candidates, "proposals": self.recorder.proposals})
-        with open(self.run.path / "reflections.jsonl", "w", encoding="utf-8") as f:
-            for call in self.reflection.calls:
-                f.write(json.dumps(call) + "\n")
         ctx = comp.apply(self.base, result.candidates[best_idx])
         score = result.val_aggregate_scores[best_idx]
         (self.run.path / "SKILL.md").write_text(skill_md(ctx, best_idx, len(result.candidates), score),

@@ -124,10 +124,12 @@ class EndpointLM:
 
 
 class CallLog:
-    """Wraps a reflection LM (any callable prompt -> text) and records every call."""
+    """Wraps a reflection LM (any callable prompt -> text) and records every call; with `path`, each
+    call is also appended there as one JSON line once it ends (an interrupted run keeps them)."""
 
-    def __init__(self, lm):
+    def __init__(self, lm, path=None):
         self.lm = lm
+        self.path = path
         self.calls: list[dict] = []
 
     def __call__(self, prompt) -> str:
@@ -139,12 +141,19 @@ class CallLog:
             reply = self.lm(prompt)
         except Exception as err:  # GEPA skips the proposal and goes on; the failure stays on record
             call.update(error=f"{type(err).__name__}: {err}", seconds=time.time() - t0)
+            self._append(call)
             raise
         tokens = getattr(self.lm, "last_tokens", None)
         limit = getattr(self.lm, "max_new_tokens", None)
         call.update(reply=reply, seconds=time.time() - t0, tokens_out=tokens,
                     truncated=bool(tokens and limit and tokens >= limit))
+        self._append(call)
         return reply
+
+    def _append(self, call: dict) -> None:
+        if self.path is not None:
+            with open(self.path, "a", encoding="utf-8") as f:
+                f.write(json.dumps(call) + "\n")
 
     def counts(self) -> dict:
         failed = [c for c in self.calls if "error" in c]
