@@ -10,6 +10,7 @@ Run folder (an ordinary one: config.yaml, metrics.jsonl, trajectories/):
     reflections.jsonl  every reflection call as it ends: prompt, reply, tokens, seconds, failure
     SKILL.md, context.yaml  the chosen context
     gepa_log.txt     GEPA's own log lines
+Touching RUN/gepa.stop stops GEPA after its current iteration; the held-out evaluation still runs.
 """
 from __future__ import annotations
 
@@ -116,12 +117,14 @@ class GepaBaseline:
             self.log(f"[esopt] gepa: a budget of {self.budget} episodes leaves no room for an iteration "
                      f"(the seed's valset pass {len(self.pools.valset)} + at most {self.stopper.worst_iteration} "
                      "per iteration): only the seed candidate is evaluated")
+        stop_file = self.gepa.FileStopper(str(self.run.path / "gepa.stop"))
         return self.gepa.optimize(
             seed_candidate=seed, trainset=self.pools.trainset, valset=self.pools.valset, adapter=self.adapter,
             reflection_lm=self.reflection, candidate_selection_strategy="pareto",
             reflection_minibatch_size=self.opts.minibatch, perfect_score=self.opts.perfect_score,
-            skip_perfect_score=True, stop_callbacks=[self.stopper], logger=FileLogger(self.run.path / "gepa_log.txt"),
-            callbacks=[self.recorder], seed=self.cfg.run.seed, raise_on_exception=True, display_progress_bar=False)
+            skip_perfect_score=True, stop_callbacks=[self.stopper, stop_file],
+            logger=FileLogger(self.run.path / "gepa_log.txt"), callbacks=[self.recorder], seed=self.cfg.run.seed,
+            raise_on_exception=True, display_progress_bar=False)
 
     def train(self) -> dict:
         cfg, opts = self.cfg, self.opts
