@@ -172,3 +172,18 @@ def test_a_reflection_prompt_over_the_context_fails_with_the_reason(tiny_model):
     with pytest.raises(ReflectionError, match="exceeds the model's context of 512"):
         lm("x" * 600)
     assert lm.calls == 0
+
+
+def test_without_a_validation_split_the_valset_is_further_training_tasks(tiny_cfg):
+    from esopt.promptopt.tasks import TaskPools
+    from esopt.train.tasks import TaskSource
+
+    cfg = tiny_cfg("tasks.validation=0", "tasks.heldout=6")
+    source = TaskSource(cfg.env, cfg.tasks, cfg.run.seed)
+    pools = TaskPools(source, train_tasks=5, val_tasks=4, use_validation=False)
+    assert [r.split for r in pools.valset] == ["train"] * 4 and not pools.val_is_validation_split
+    train_ids, val_ids = [r.task for r in pools.trainset], [r.task for r in pools.valset]
+    assert len(set(train_ids + val_ids)) == 9  # disjoint
+    assert not set(train_ids + val_ids) & set(source.heldout()[1])
+    envs, ids, _ = pools.envs(pools.valset[::-1])  # fresh envs, in the order asked
+    assert ids == val_ids[::-1] and len(envs) == 4
