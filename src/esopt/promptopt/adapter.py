@@ -89,9 +89,10 @@ class EpisodeAdapter:
     def record(self, trace: dict) -> dict:
         """One reflective record (GEPA renders it as Markdown for the reflection prompt)."""
         turns = []
-        for k, t in enumerate(trace["turns"]):
-            turns.append({"Observation": clip(t["observation"], self.obs_chars), "Reply": t["reply"] or "(empty)",
-                          "Feedback": t["feedback"] or "(none)", "Reward": f"{float(t['reward'] or 0):.3f}"})
+        for k, t in enumerate(trace["turns"]):  # the first turn's observation is the Task: not repeated
+            seen = {"Observation": clip(t["observation"], self.obs_chars)} if k else {}
+            turns.append({**seen, "Reply": t["reply"] or "(empty)", "Feedback": t["feedback"] or "(none)",
+                          "Reward": f"{float(t['reward'] or 0):.3f}"})
         outcome = (f"Episode reward {float(trace['reward']):.3f} after {len(turns)} turn(s); "
                    f"{'solved' if trace['solved'] else 'not solved'}.")
         if trace["error"]:
