@@ -9,7 +9,7 @@ from esopt.cli import main
 from conftest import TINY_OVERRIDES
 
 
-@pytest.mark.parametrize("cmd", [[], ["train"], ["eval"], ["export"], ["bench"], ["adapt"]])
+@pytest.mark.parametrize("cmd", [[], ["train"], ["eval"], ["export"], ["bench"], ["adapt"], ["baseline"]])
 def test_help(cmd):
     out = subprocess.run([sys.executable, "-m", "esopt", *cmd, "--help"], capture_output=True, text=True)
     assert out.returncode == 0 and "usage: esopt" in out.stdout

@@ -1,4 +1,4 @@
-"""esopt command line: train, eval, export, bench, report, adapt."""
+"""esopt command line: train, eval, export, bench, report, adapt, baseline."""
 from __future__ import annotations
 
 import argparse
@@ -361,6 +361,56 @@ def _adapt_ahd(a) -> int:
     return 1 if result["failed"] else 0
 
 
+def cmd_baseline(a) -> int:
+    """A prompt-only baseline from the field on the config's tasks (GEPA: promptopt/)."""
+    import time as _time
+
+    from .config import load_config
+    from .promptopt.requires import require_gepa
+    from .train.preflight import check_run_config
+
+    require_gepa()  # before anything is written: a missing package is one line naming the extra
+    config, overrides = _split(a.args)
+    cfg = load_config(config or _default_config(), overrides)
+    check_run_config(cfg)
+    if a.budget is not None and a.budget < 1:
+        raise SystemExit(f"esopt: error: --budget is in episodes, at least 1; got {a.budget}")
+    if cfg.run.name is None:
+        cfg.run.name = f"gepa-{cfg.env.id}-{_time.strftime('%Y%m%d-%H%M%S')}"
+    from .promptopt.baseline import GepaBaseline, GepaOptions
+    from .train.rundir import RunDir
+
+    opts = GepaOptions(budget=a.budget, train_tasks=a.train_tasks, val_tasks=a.val_tasks, minibatch=a.minibatch,
+                       components=[c.strip() for c in a.components.split(",") if c.strip()] if a.components else None,
+                       reflection_tokens=a.reflection_tokens, reflection_temperature=a.reflection_temperature,
+                       reflection_url=a.reflection_url, reflection_model=a.reflection_model,
+                       reflection_key_env=a.reflection_key_env)
+    if cfg.coevo.mode != "weights":
+        print(f"[esopt] gepa: coevo.mode={cfg.coevo.mode} is not used here; GEPA starts from agent.system_prompt "
+              "and agent.examples and ignores the skill library", flush=True)
+    run = RunDir.create(cfg)
+    print(f"[esopt] run folder: {run.path}", flush=True)
+    try:
+        try:
+            baseline = GepaBaseline(cfg, run, opts)
+        except BaseException:
+            _remove_if_empty(run)
+            raise
+        summary = baseline.train()
+    finally:
+        run.unlock()
+    _print_summary(summary)
+    g = summary["gepa"]
+    print(f"[esopt] gepa: {g['iterations']} iterations, {g['candidates']} candidates, "
+          f"{summary['episodes']['used']} of {summary['budget_episodes']} episodes, "
+          f"{summary['lm_calls']['reflection']['calls']} reflection calls")
+    if "validation" in summary:
+        print(f"RESULT validation_reward_gepa={summary['validation']['final']['reward']:.4f}")
+    print(f"RESULT gepa_episodes={summary['episodes']['used']}")
+    print(f"RESULT gepa_reflection_calls={summary['lm_calls']['reflection']['calls']}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="esopt", description="Evolution strategies for fine-tuning LLM agents.")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -457,6 +507,31 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--out", metavar="DIR", help="with --env: the folder of the runs and the table "
                                                 "(default <grid.out_dir>/<grid.name or ahd>)")
     d.set_defaults(func=cmd_adapt)
+    g = sub.add_parser("baseline", help="prompt-only baseline from the field (GEPA) on the config's tasks",
+                       description="Optimise the agent's context (agent.system_prompt and agent.examples' texts) with "
+                                   "GEPA on the config's training tasks, the task model (weights frozen) as task and "
+                                   "reflection LM, under a budget of episodes; then evaluate the best candidate on the "
+                                   "held-out tasks as an ES run does. Needs the prompt-opt extra. "
+                                   "Args: gepa CONFIG.yaml [key.path=value ...] (docs/adapt.md)")
+    g.add_argument("name", choices=["gepa"])
+    g.add_argument("args", nargs="*", metavar="CONFIG_OR_OVERRIDE")
+    g.add_argument("--budget", type=int, default=None,
+                   help="episodes GEPA may play, validation passes included (default: the config's ES training "
+                        "episodes, es.generations x es.population x es.episodes_per_member)")
+    g.add_argument("--train-tasks", type=int, default=64, help="GEPA's trainset: the first N training tasks (64)")
+    g.add_argument("--val-tasks", type=int, default=None,
+                   help="GEPA's valset: the first N validation episodes (default all of tasks.validation; without a "
+                        "validation split, 32 further training tasks)")
+    g.add_argument("--minibatch", type=int, default=3, help="GEPA's reflection minibatch (3)")
+    g.add_argument("--components", help="comma-separated components to optimise (default: system_prompt and every "
+                                        "example message, example_<i>_<role>)")
+    g.add_argument("--reflection-tokens", type=int, default=256, help="new tokens per reflection reply (256)")
+    g.add_argument("--reflection-temperature", type=float, default=0.7, help="reflection sampling temperature (0.7)")
+    g.add_argument("--reflection-url", help="an OpenAI-compatible endpoint (e.g. http://127.0.0.1:8000/v1) as the "
+                                            "reflection LM instead of the task model")
+    g.add_argument("--reflection-model", help="the endpoint's model name (with --reflection-url)")
+    g.add_argument("--reflection-key-env", help="environment variable holding the endpoint's API key")
+    g.set_defaults(func=cmd_baseline)
     return p
 
 
