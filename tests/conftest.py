@@ -1,4 +1,7 @@
+import http.server
+import json
 import sys
+import threading
 
 import pytest
 import torch
@@ -79,3 +82,39 @@ def ray_local(esopt_cache):
     yield ray
     ray.shutdown()
     ray.cloudpickle.unregister_pickle_by_value(dist_helpers)
+
+
+class FakeChat(http.server.BaseHTTPRequestHandler):
+    requests: list = []
+    replies: list = []
+
+    def do_POST(self):  # noqa: N802 - http.server's name
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        FakeChat.requests.append({"path": self.path, "body": body, "auth": self.headers.get("Authorization")})
+        status, content, finish = FakeChat.replies.pop(0)
+        data = json.dumps({"choices": [{"message": {"role": "assistant", "content": content},
+                                        "finish_reason": finish}],
+                           "usage": {"completion_tokens": len(content.split())}}
+                          if status == 200 else {"error": "no"}).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def fake_chat():
+    """A local OpenAI-compatible chat endpoint: set fake_chat.replies to [(status, content, finish_reason)],
+    read fake_chat.requests; fake_chat.url is its base URL."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FakeChat)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    FakeChat.requests, FakeChat.replies = [], []
+    FakeChat.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    yield FakeChat
+    server.shutdown()
+    server.server_close()

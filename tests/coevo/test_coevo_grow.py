@@ -2,9 +2,7 @@
 is known, lineage in history.json, resume / export without the proposer, the OpenAI-compatible
 proposer against a local fake server, and config errors before anything is written."""
 import contextlib
-import http.server
 import json
-import threading
 
 import pytest
 import torch
@@ -283,67 +281,36 @@ def test_model_proposer_tells_truncated_from_finished_replies():
 
 
 # ----------------------------------------------------------------------- the OpenAI-compatible path
-class FakeChat(http.server.BaseHTTPRequestHandler):
-    requests: list = []
-    replies: list = []
-
-    def do_POST(self):  # noqa: N802 - http.server's name
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        FakeChat.requests.append({"path": self.path, "body": body, "auth": self.headers.get("Authorization")})
-        status, content, finish = FakeChat.replies.pop(0)
-        data = json.dumps({"choices": [{"message": {"role": "assistant", "content": content},
-                                        "finish_reason": finish}]} if status == 200 else {"error": "no"}).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
-
-
-@pytest.fixture
-def fake_server():
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FakeChat)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    FakeChat.requests, FakeChat.replies = [], []
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
-    server.server_close()
-
-
-def test_endpoint_proposer_against_a_local_fake_server(fake_server, monkeypatch):
+def test_endpoint_proposer_against_a_local_fake_server(fake_chat, monkeypatch):
     monkeypatch.setenv("ESOPT_TEST_PROPOSER_KEY", "sekrit")
-    p = EndpointProposer(ProposerConfig(url=fake_server, model="fake-1", api_key_env="ESOPT_TEST_PROPOSER_KEY"), 64)
-    FakeChat.replies = [(200, GOOD, "stop"), (200, "NAME: cut\nSKILL: Always", "length")]
+    p = EndpointProposer(ProposerConfig(url=fake_chat.url, model="fake-1", api_key_env="ESOPT_TEST_PROPOSER_KEY"), 64)
+    fake_chat.replies = [(200, GOOD, "stop"), (200, "NAME: cut\nSKILL: Always", "length")]
     replies = p.propose(["prompt one", "prompt two"], seed=7)
     assert replies == [Reply(GOOD, False), Reply("NAME: cut\nSKILL: Always", True)]
-    req = FakeChat.requests[0]
+    req = fake_chat.requests[0]
     assert req["path"] == "/v1/chat/completions" and req["auth"] == "Bearer sekrit"
     assert req["body"]["model"] == "fake-1" and req["body"]["max_tokens"] == 64 and req["body"]["temperature"] == 0
     assert req["body"]["messages"] == [{"role": "user", "content": "prompt one"}]
-    FakeChat.replies = [(500, "", "stop")]
+    fake_chat.replies = [(500, "", "stop")]
     with pytest.raises(ProposerError, match="HTTP 500"):
         p.propose(["x"], seed=0)
 
 
-def test_a_run_grows_through_the_endpoint(tiny_cfg, fake_server):
+def test_a_run_grows_through_the_endpoint(tiny_cfg, fake_chat):
     cfg = tiny_cfg("run.name=g-endpoint", *GROW, "es.generations=2", "coevo.grow.candidates=1",
-                   f"coevo.proposer={{url: '{fake_server}', model: fake-1}}")
-    FakeChat.replies = [(200, GOOD, "stop")]
+                   f"coevo.proposer={{url: '{fake_chat.url}', model: fake-1}}")
+    fake_chat.replies = [(200, GOOD, "stop")]
     tr = make_trainer(cfg, ToyRollout())
     tr.train()
     growth = tr.history.records[0]["growth"]
-    assert growth["proposer"] == f"endpoint fake-1 at {fake_server}/chat/completions"
-    assert [a["name"] for a in growth["admitted"]] == ["helpful rule"] and len(FakeChat.requests) == 1
-    assert "BEST EPISODES" in FakeChat.requests[0]["body"]["messages"][0]["content"]
+    assert growth["proposer"] == f"endpoint fake-1 at {fake_chat.url}/chat/completions"
+    assert [a["name"] for a in growth["admitted"]] == ["helpful rule"] and len(fake_chat.requests) == 1
+    assert "BEST EPISODES" in fake_chat.requests[0]["body"]["messages"][0]["content"]
 
 
-def test_a_failing_endpoint_is_recorded_and_the_run_goes_on(tiny_cfg, fake_server):
-    cfg = tiny_cfg("run.name=g-fail", *GROW, "es.generations=2", f"coevo.proposer={{url: '{fake_server}', model: m}}")
-    FakeChat.replies = [(503, "", "stop")]
+def test_a_failing_endpoint_is_recorded_and_the_run_goes_on(tiny_cfg, fake_chat):
+    cfg = tiny_cfg("run.name=g-fail", *GROW, "es.generations=2", f"coevo.proposer={{url: '{fake_chat.url}', model: m}}")
+    fake_chat.replies = [(503, "", "stop")]
     tr = make_trainer(cfg, ToyRollout())
     tr.train()
     growth = tr.history.records[0]["growth"]

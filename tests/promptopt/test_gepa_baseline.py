@@ -187,3 +187,22 @@ def test_without_a_validation_split_the_valset_is_further_training_tasks(tiny_cf
     assert not set(train_ids + val_ids) & set(source.heldout()[1])
     envs, ids, _ = pools.envs(pools.valset[::-1])  # fresh envs, in the order asked
     assert ids == val_ids[::-1] and len(envs) == 4
+
+
+def test_endpoint_reflection_lm_against_a_local_fake_server(fake_chat, monkeypatch):
+    from esopt.promptopt.lms import EndpointLM, ReflectionError
+
+    monkeypatch.setenv("ESOPT_TEST_REFLECT_KEY", "k1")
+    lm = EndpointLM(fake_chat.url, "judge-1", "ESOPT_TEST_REFLECT_KEY", max_tokens=32, temperature=0.5)
+    fake_chat.replies = [(200, "a better prompt", "stop")]
+    assert lm([{"role": "user", "content": "reflect"}]) == "a better prompt" and lm.last_tokens == 3
+    req = fake_chat.requests[0]
+    assert req["path"] == "/v1/chat/completions" and req["auth"] == "Bearer k1"
+    assert req["body"]["max_tokens"] == 32 and req["body"]["temperature"] == 0.5 and "seed" not in req["body"]
+    fake_chat.replies = [(502, "", "stop")]
+    with pytest.raises(ReflectionError, match="HTTP 502"):
+        lm("again")
+    monkeypatch.delenv("ESOPT_TEST_REFLECT_KEY")
+    with pytest.raises(ReflectionError, match="ESOPT_TEST_REFLECT_KEY .* no longer set"):
+        lm("a third time")
+    assert len(fake_chat.requests) == 2  # nothing sent without the key

@@ -8,14 +8,12 @@ resume or replay (the admitted skills are read from history.json).
 """
 from __future__ import annotations
 
-import json
 import os
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from ..config import ConfigError
+from ..utils.chat_endpoint import ChatEndpointError, chat_completion, chat_url
 
 
 @dataclass(frozen=True)
@@ -45,12 +43,6 @@ class ModelProposer:
         # the reply ids end with the end-of-turn token when the model stopped by itself
         return [Reply(t, not (reply and reply[-1] == eos) and len(reply) >= self.max_new_tokens)
                 for t, (_, reply) in zip(texts, ids)]
-
-
-def chat_url(url: str) -> str:
-    """POST target: `url` itself if it ends with /chat/completions, else <url>/chat/completions."""
-    url = url.rstrip("/")
-    return url if url.endswith("/chat/completions") else url + "/chat/completions"
 
 
 def proposer_problem(pcfg) -> str | None:
@@ -89,27 +81,13 @@ class EndpointProposer:
         return [self._ask(p, seed) for p in prompts]
 
     def _ask(self, prompt: str, seed: int) -> Reply:
-        body = {"model": self.model, "temperature": 0, "max_tokens": self.max_new_tokens, "seed": seed % (1 << 31),
-                "messages": [{"role": "user", "content": prompt}]}
-        headers = {"Content-Type": "application/json"}
-        if self.key_env:
-            key = os.environ.get(self.key_env)
-            if not key:
-                raise ProposerError(f"coevo.proposer.api_key_env={self.key_env} is no longer set")
-            headers["Authorization"] = f"Bearer {key}"
-        request = urllib.request.Request(self.url, data=json.dumps(body).encode("utf-8"), headers=headers,
-                                         method="POST")
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310 - the user's endpoint
-                data = json.loads(response.read().decode("utf-8"))
-            choice = data["choices"][0]
-            return Reply(str(choice["message"]["content"] or ""), choice.get("finish_reason") == "length")
-        except urllib.error.HTTPError as err:
-            raise ProposerError(f"proposer {self.url} answered HTTP {err.code}: {err.read()[:200]!r}") from None
-        except (urllib.error.URLError, OSError) as err:
-            raise ProposerError(f"proposer {self.url} unreachable: {err}") from None
-        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as err:
-            raise ProposerError(f"proposer {self.url} sent no chat completion ({type(err).__name__}: {err})") from None
+            reply = chat_completion(self.url, self.model, [{"role": "user", "content": prompt}],
+                                    max_tokens=self.max_new_tokens, temperature=0, timeout_s=self.timeout,
+                                    api_key_env=self.key_env, seed=seed)
+        except ChatEndpointError as err:
+            raise ProposerError(f"proposer: {err}") from None
+        return Reply(reply.text, reply.truncated)
 
 
 def make_proposer(cfg, policy):

@@ -12,10 +12,9 @@ from __future__ import annotations
 import json
 import os
 import time
-import urllib.error
-import urllib.request
 
 from ..models.policy import Sampling
+from ..utils.chat_endpoint import ChatEndpointError, chat_completion
 from ..utils.seeding import derive_seed
 
 
@@ -102,25 +101,14 @@ class EndpointLM:
         self.last_tokens = 0
 
     def __call__(self, prompt) -> str:
-        body = {"model": self.model, "temperature": self.temperature, "max_tokens": self.max_tokens,
-                "messages": _messages(prompt)}
-        headers = {"Content-Type": "application/json"}
-        if self.api_key_env:
-            headers["Authorization"] = f"Bearer {os.environ[self.api_key_env]}"
-        req = urllib.request.Request(self.base_url + "/chat/completions", data=json.dumps(body).encode(),
-                                     headers=headers, method="POST")
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
-                data = json.loads(resp.read().decode("utf-8"))
-        except (urllib.error.URLError, TimeoutError, ValueError) as err:
-            raise ReflectionError(f"reflection endpoint {self.base_url}: {err}") from None
-        try:
-            reply = data["choices"][0]["message"]["content"] or ""
-        except (KeyError, IndexError, TypeError):
-            raise ReflectionError(f"reflection endpoint {self.base_url} answered without choices[0].message"
-                                  ".content") from None
-        self.last_tokens = int((data.get("usage") or {}).get("completion_tokens") or 0)
-        return reply
+            reply = chat_completion(self.base_url, self.model, _messages(prompt), max_tokens=self.max_tokens,
+                                    temperature=self.temperature, timeout_s=self.timeout_s,
+                                    api_key_env=self.api_key_env)
+        except ChatEndpointError as err:
+            raise ReflectionError(f"reflection endpoint: {err}") from None
+        self.last_tokens = reply.completion_tokens
+        return reply.text
 
 
 class CallLog:
