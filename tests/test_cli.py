@@ -46,8 +46,14 @@ def test_train_eval_export_resume_cli(esopt_cache, tmp_path, capsys):
     run = tmp_path / "cli"
     assert json.loads((run / "history.json").read_text())["generations"][1]["generation"] == 1
     assert main(["train", "--resume", str(run)]) == 0  # already complete: just re-evaluates
-    assert main(["eval", "--run", str(run)]) == 0
-    assert "RESULT heldout_reward=" in capsys.readouterr().out
+    assert main(["eval", "--run", str(run), "--out", str(tmp_path / "eval.jsonl")]) == 0
+    out = capsys.readouterr().out
+    assert "RESULT heldout_reward=" in out
+    episodes = [json.loads(line) for line in (tmp_path / "eval.jsonl").read_text().splitlines()]
+    mean = sum(ep["reward"] for ep in episodes) / len(episodes)
+    assert episodes[0]["turns"] and f"RESULT heldout_reward={mean:.4f}" in out
+    assert main(["eval", "--run", str(run), "--out", str(tmp_path / "no-such-folder" / "e.jsonl")]) == 2
+    assert "no-such-folder does not exist" in capsys.readouterr().err  # refused before the model loads
     assert main(["export", str(run), str(tmp_path / "hf")]) == 0
     assert (tmp_path / "hf" / "config.json").exists() and (tmp_path / "hf" / "model.safetensors").exists()
     assert main(["train", "configs/demo.yaml", *TINY_OVERRIDES, f"run.out_dir={tmp_path}", "run.name=cli"]) == 2

@@ -170,6 +170,8 @@ def cmd_eval(a) -> int:
     from .utils.seeding import derive_seed
 
     config, overrides = _split(a.args)
+    if a.out and not Path(a.out).parent.is_dir():
+        raise ConfigError(f"--out {a.out}: folder {Path(a.out).parent} does not exist")
     if a.run_dir:
         from .export import load_run_weights
 
@@ -195,9 +197,14 @@ def cmd_eval(a) -> int:
         torch.set_num_threads(cfg.runtime.threads)
     if a.split == "validation" and not cfg.tasks.validation:
         raise ConfigError("--split validation needs a validation split: add tasks.validation=N (e.g. 64)")
-    stats, _ = evaluate(HFPolicy(model, tok, cfg.agent.batch_size), TaskSource(cfg.env, cfg.tasks, cfg.run.seed), cfg,
-                        seed=derive_seed("eval", cfg.run.seed), split=a.split, context=context)
+    stats, episodes = evaluate(HFPolicy(model, tok, cfg.agent.batch_size), TaskSource(cfg.env, cfg.tasks, cfg.run.seed),
+                               cfg, seed=derive_seed("eval", cfg.run.seed), split=a.split, context=context)
     name = "held-out" if a.split == "heldout" else "validation"
+    if a.out:
+        import json
+
+        Path(a.out).write_text("".join(json.dumps(ep) + "\n" for ep in episodes), encoding="utf-8")
+        print(f"[esopt] {len(episodes)} episodes (turn by turn) written to {a.out}")
     print(f"[esopt] {label}: {name} reward {stats['reward']:.4f} ± {stats['reward_se']:.4f}, solved {stats['solved']:.4f}, "
           f"n={stats['n']}")
     print(f"RESULT {a.split}_reward={stats['reward']:.4f}")
@@ -435,6 +442,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--split", choices=["heldout", "validation"], default="heldout",
                    help="held-out tasks (final figures, default) or the validation split (tasks.validation puzzles, "
                         "for choosing settings)")
+    e.add_argument("--out", metavar="FILE.jsonl", help="also write every episode, turn by turn, one JSON line each")
     e.set_defaults(func=cmd_eval)
     x = sub.add_parser("export", help="write a run's final weights as a Hugging Face folder",
                        description="Write a run's final weights and tokenizer as a Hugging Face folder. The folder is "
