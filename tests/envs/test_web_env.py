@@ -221,3 +221,47 @@ def test_a_crashed_browser_fails_one_episode_and_the_next_gets_a_new_one(browser
     other = browser_env("miniwob.click-button", max_turns=1)
     eps = rollout(policy, [other], ["t"], [None], AgentContext(), 4, max_live=1)
     assert eps[0].error is None and eps[0].done and eps[0].observation0.startswith("Goal: ")
+
+
+@pytest.mark.browser
+def test_reused_pages_play_the_same_episodes_as_fresh_pages(browser_env):
+    """MiniWoB++ episodes reuse a context and page an earlier episode left: the model must see
+    exactly what a fresh page shows, with nothing of the earlier episode left (cookies, storage,
+    other pages, back/forward history)."""
+    def play(env, task, seed):
+        obs = env.reset(seed=seed)[0]
+        seen = [obs]
+        done = truncated = False
+        while not (done or truncated):
+            obs, reward, done, truncated, info = env.step(scripted_reply(task, obs))
+            seen.append((obs, reward, info["solved"]))
+        return seen
+
+    plan = [(t, s) for s in (1, 2) for t in ("miniwob.click-button", "miniwob.enter-text", "miniwob.login-user")]
+    played = {}
+    for reuse in (False, True):
+        envs = {t: browser_env(t, max_turns=8, timeout_ms=15000, reuse_pages=reuse) for t, _ in plan}
+        for task, seed in plan:
+            played.setdefault(reuse, []).append(play(envs[task], task, seed))
+        if reuse:  # a finished episode's page went back to the pool and the next episode took it
+            from esopt.envs.web_browser import _IDLE
+
+            assert sum(len(v) for v in _IDLE.values()) == 1
+    assert played[True] == played[False]
+    assert all(ep[-1][1] == 1.0 for ep in played[True])
+
+    env = browser_env("miniwob.click-button", max_turns=4, reuse_pages=True)
+    env.reset(seed=5)
+    first = env.env.page
+    first.evaluate("() => { document.cookie = 'left=1'; localStorage.setItem('left', '1'); window.open('about:blank'); }")
+    env.step("click('99999')")
+    env.close()
+    env.reset(seed=6)
+    assert env.env.page is first and env.env.context.pages == [first]  # reused; the extra page was closed
+    assert first.evaluate("() => document.cookie + '|' + localStorage.getItem('left')") == "|null"
+    fresh = browser_env("miniwob.click-button", max_turns=4, reuse_pages=False)
+    fresh.reset(seed=6)
+    assert first.evaluate("history.length") == fresh.env.page.evaluate("history.length") == 2  # about:blank, task
+    obs_reused, *_ = env.step("go_back()")  # back leads where it would from a fresh page (about:blank)
+    obs_fresh, *_ = fresh.step("go_back()")
+    assert obs_reused == obs_fresh

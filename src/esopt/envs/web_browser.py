@@ -23,6 +23,7 @@ Containment, set on every context:
 """
 from __future__ import annotations
 
+import functools
 import shutil
 import time
 from pathlib import Path
@@ -30,13 +31,18 @@ from urllib.parse import unquote, urlsplit
 
 from browsergym.core.env import BrowserEnv
 
+from .pw_stack import fast_stacks
+
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 _BROWSERS: dict[tuple[str, bool], object] = {}  # (executable, headless) -> playwright Browser of this process
 _ROLES = ("user", "user_image", "assistant", "info", "infeasible")
+_IDLE: dict[tuple, list["_Warm"]] = {}  # context settings -> open contexts between episodes (reuse_pages)
+MAX_IDLE = 16  # per settings; beyond that an ending episode's context is closed
 # calls window.browsergym_page_activated (BrowserGym's binding that tracks the active tab) whenever a page
 # loads, gains focus or gets input
 _ACTIVATION_EVENTS = ("focus", "focusin", "load", "pageshow", "mousemove", "mouseup", "mousedown", "wheel",
                       "keyup", "keydown", "input", "touchstart", "touchend")
+_WIPE_STORAGE_JS = "() => { try { localStorage.clear(); sessionStorage.clear(); } catch (e) {} }"
 _ACTIVATION_JS = ("window.browsergym_page_activated();\n"
                   + "".join(f"window.addEventListener({e!r}, () => window.browsergym_page_activated(), "
                             "{capture: true});\n" for e in _ACTIVATION_EVENTS)
@@ -80,6 +86,7 @@ def shared_browser(executable: str, headless: bool = True):
 def close_shared_browsers(stop_playwright: bool = False) -> None:
     """Close every browser this process launched (tests, end of a run); with ``stop_playwright``
     also stop BrowserGym's process-wide Playwright, so another sync Playwright can start."""
+    _IDLE.clear()  # their contexts close with their browser
     for browser in list(_BROWSERS.values()):
         try:
             browser.close()
@@ -130,15 +137,68 @@ def url_allowed(url: str, allowed_hosts, allowed_files) -> bool:
             path = Path(unquote(parts.path)).resolve()
         except (OSError, ValueError):
             return False
-        return any(path.is_relative_to(Path(root).resolve()) for root in allowed_files)
+        return any(path.is_relative_to(root) for root in _resolved(tuple(allowed_files)))
     return False
 
 
+@functools.lru_cache(maxsize=64)
+def _resolved(roots: tuple[str, ...]) -> tuple[Path, ...]:
+    """The allowed folders, symlinks resolved (once per set: a page load makes ~10 requests)."""
+    return tuple(Path(root).resolve() for root in roots)
+
+
+class _Warm:
+    """A context and its page, with handlers that act for whichever env holds them now."""
+
+    def __init__(self, browser, key: tuple, settings: dict, timeout_ms: int, env: "ReusableBrowserEnv"):
+        self.env: ReusableBrowserEnv | None = env
+        self.key = key  # the context settings it was opened with
+        self.context = browser.new_context(**settings)
+        self.context.set_default_timeout(timeout_ms)
+        self.context.set_default_navigation_timeout(timeout_ms)
+        self.context.route("**/*", self._route)
+        self.context.on("page", lambda page: page.on("dialog", self._dialog))
+        self.context.expose_binding("browsergym_page_activated", self._activated)
+        self.context.add_init_script(_ACTIVATION_JS)
+        self.page = self.context.new_page()
+        self.cdp = None  # a DevTools session on the page, opened when the page is first reused
+
+    # between episodes (env None) nothing may load and dialogs are dismissed
+    def _route(self, route) -> None:
+        if self.env is None:
+            route.abort("blockedbyclient")
+        else:
+            self.env._guard(route)
+
+    def _dialog(self, dialog) -> None:
+        if self.env is None:
+            dialog.dismiss()
+        else:
+            self.env._on_dialog(dialog)
+
+    def _activated(self, source) -> None:
+        if self.env is not None:
+            self.env._activate_page_from_js(source["page"])
+
+    def usable(self, browser) -> bool:
+        return self.context.browser is browser and not self.page.is_closed()
+
+    def close(self) -> None:
+        try:
+            self.context.close()
+        except Exception:  # a dead browser: nothing left to close
+            pass
+
+
 class ReusableBrowserEnv(BrowserEnv):
-    """A BrowserGym env whose episodes share this process's browser (a fresh context each)."""
+    """A BrowserGym env whose episodes share this process's browser: a fresh context each, or with
+    ``reuse_pages`` (tasks whose pages are static files: MiniWoB++) a context and page that an earlier
+    episode of this process left, wiped (cookies, storage, back/forward history) and navigated anew
+    by the task's own setup. Either way an episode sees the same pages (tested)."""
 
     def __init__(self, task_entrypoint, task_kwargs: dict | None = None, *, executable: str, headless: bool = True,
-                 timeout_ms: int = 5000, allowed_hosts=("127.0.0.1", "localhost"), allowed_files=(), **kwargs):
+                 timeout_ms: int = 5000, allowed_hosts=("127.0.0.1", "localhost"), allowed_files=(),
+                 reuse_pages: bool = False, **kwargs):
         from browsergym.core.action import functions
         from browsergym.core.action.highlevel import HighLevelActionSet
 
@@ -151,19 +211,71 @@ class ReusableBrowserEnv(BrowserEnv):
         self.allowed_files = tuple(str(p) for p in allowed_files)
         self.blocked: list[str] = []  # requests aborted in this episode
         self.dialogs: list[str] = []  # JavaScript dialogs dismissed in this episode
+        self.reuse_pages = reuse_pages
+        self._warm: _Warm | None = None
 
     # -- episode life cycle ------------------------------------------------------------------
     def end_episode(self) -> None:
         """Tear the task down and close the episode's context; the browser stays up."""
-        task, context, self.task, self.context, self.page = self.task, self.context, None, None, None
-        for step in ((task.teardown if task else None), (context.close if context else None)):
-            if step is None:
-                continue
+        with fast_stacks():
+            self._end_episode()
+
+    def _end_episode(self) -> None:
+        task, warm, self.task, self._warm, self.context, self.page = self.task, self._warm, None, None, None, None
+        if task is not None:
             try:
-                step()
-            except Exception:  # a dead browser or page: nothing left to close
+                task.teardown()
+            except Exception:  # a dead browser or page
                 pass
         self.page_history = {}
+        if warm is None:
+            return
+        warm.env = None
+        if self.reuse_pages and self._keep(warm):
+            return
+        warm.close()
+
+    def _keep(self, warm: _Warm) -> bool:
+        """Put ``warm`` back for a later episode: other pages closed, storage wiped; False if it cannot be."""
+        idle = _IDLE.setdefault(warm.key, [])
+        if len(idle) >= MAX_IDLE or warm.page.is_closed():
+            return False
+        try:
+            for page in warm.context.pages:
+                if page is not warm.page:
+                    page.close()
+            warm.page.evaluate(_WIPE_STORAGE_JS)
+        except Exception:  # a dead browser or page
+            return False
+        idle.append(warm)
+        return True
+
+    def _take_warm(self, browser, key: tuple) -> _Warm | None:
+        idle = _IDLE.get(key, [])
+        while idle:
+            warm = idle.pop()
+            if not warm.usable(browser):
+                warm.close()
+                continue
+            warm.env = self
+            try:  # as a new page: no cookies, and a history that holds only about:blank before the task's page
+                warm.context.clear_cookies()
+                warm.page.goto("about:blank")
+                warm.cdp = warm.cdp or warm.context.new_cdp_session(warm.page)
+                warm.cdp.send("Page.resetNavigationHistory")
+            except Exception:
+                warm.close()
+                continue
+            return warm
+        return None
+
+    def _context_settings(self) -> dict:
+        return dict(viewport=self._setting("viewport"), locale=self._setting("locale"),
+                    timezone_id=self._setting("timezone_id"), **self.pw_context_kwargs)
+
+    def _settings_key(self) -> tuple:
+        return (self.executable, self.headless, self._setting("timeout"),
+                repr(sorted(self._context_settings().items())))
 
     def close(self) -> None:
         self.end_episode()
@@ -179,9 +291,6 @@ class ReusableBrowserEnv(BrowserEnv):
         else:
             self.blocked.append(url[:200])
             route.abort("blockedbyclient")
-
-    def _on_page(self, page) -> None:
-        page.on("dialog", self._on_dialog)
 
     def _on_dialog(self, dialog) -> None:
         self.dialogs.append(f"{dialog.type}: {dialog.message[:200]}")
@@ -222,6 +331,14 @@ class ReusableBrowserEnv(BrowserEnv):
                 "elapsed_time": np.asarray([time.time() - self.start_time])}
 
     def reset(self, seed=None, *args, **kwargs):
+        with fast_stacks():
+            return self._reset(seed)
+
+    def step(self, action: str):
+        with fast_stacks():
+            return super().step(action)
+
+    def _reset(self, seed):
         import gymnasium as gym
 
         gym.Env.reset(self, seed=seed)
@@ -231,18 +348,11 @@ class ReusableBrowserEnv(BrowserEnv):
         self.task = self.task_entrypoint(seed=seed, **self.task_kwargs)
         browser = shared_browser(self.executable, self.headless)
         self.browser = None  # not ours to close: BrowserEnv.close would
-        viewport = self._setting("viewport")
-        self.context = browser.new_context(viewport=viewport, locale=self._setting("locale"),
-                                           timezone_id=self._setting("timezone_id"), **self.pw_context_kwargs)
-        self.context.set_default_timeout(self._setting("timeout"))
-        self.context.set_default_navigation_timeout(self._setting("timeout"))
-        self.context.route("**/*", self._guard)
-        self.context.on("page", self._on_page)
-        self.context.expose_binding("browsergym_page_activated",
-                                    lambda source: self._activate_page_from_js(source["page"]))
-        self.context.add_init_script(_ACTIVATION_JS)
+        key = self._settings_key()
+        warm = self._take_warm(browser, key) if self.reuse_pages else None
+        self._warm = warm or _Warm(browser, key, self._context_settings(), self._setting("timeout"), self)
+        self.context, self.page = self._warm.context, self._warm.page
         self.chat = MemoryChat()
-        self.page = self.context.new_page()
         goal, task_info = self.task.setup(page=self.page)
         if goal is None:
             self.goal_object = []

@@ -9,7 +9,9 @@ The episode ends when the task says so (BrowserGym's ``terminated``), or after
 
 The browser is this process's shared one (esopt.envs.web_browser): ``reset``
 opens a fresh context in it and the end of the episode (or an error inside
-it) closes that context again, so a finished episode holds no browser state.
+it) closes that context again, so a finished episode holds no browser state;
+MiniWoB++ episodes (static pages) instead reuse a context and page an earlier
+episode left, wiped and navigated anew (``reuse_pages``; the same pages, faster).
 """
 from __future__ import annotations
 
@@ -33,9 +35,9 @@ DEFAULT_MAX_TURNS = 10
 class BrowserGymEnv(TextEnv):
     def __init__(self, task: str, seed: int = 0, max_turns: int | None = None, obs_max_chars: int = 4000,
                  allowed_hosts=DEFAULT_ALLOWED_HOSTS, timeout_ms: int = 5000, chromium: str | None = None,
-                 headless: bool = True, judge: dict | None = None):
+                 headless: bool = True, judge: dict | None = None, reuse_pages: bool | None = None):
         from .web_browser import ReusableBrowserEnv, find_chromium
-        from .web_tasks import task_entrypoint, task_settings
+        from .web_tasks import reuses_pages, task_entrypoint, task_settings
 
         self.task_id, self.seed = task, seed
         self.max_turns = max_turns or DEFAULT_MAX_TURNS
@@ -44,7 +46,8 @@ class BrowserGymEnv(TextEnv):
         kwargs, files = task_settings(task, judge)
         self.env = ReusableBrowserEnv(task_entrypoint(task), kwargs, executable=find_chromium(chromium),
                                       headless=headless, timeout_ms=timeout_ms, allowed_hosts=self.allowed_hosts,
-                                      allowed_files=files)
+                                      allowed_files=files,
+                                      reuse_pages=reuses_pages(task) if reuse_pages is None else reuse_pages)
         self.turns = 0
         self.observation = self.page_observation = ""  # page_observation: without feedback on a reply
         self.live = False

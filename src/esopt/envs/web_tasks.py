@@ -36,6 +36,9 @@ class Namespace:
     # the module lists, checks and builds its tasks itself, not through gymnasium's registry:
     # task_ids(pattern), entrypoint(id), task_kwargs(id, judge), task_split(id), check_task(id, judge) -> hosts
     builds_tasks: bool = False
+    # episodes may reuse a context and page an earlier episode left (wiped, then navigated by the task's
+    # setup as a new page would be): only for static pages that hold no state outside the page
+    reuse_pages: bool = False
 
 
 def _miniwob_dir() -> str:
@@ -47,7 +50,8 @@ def _miniwob_dir() -> str:
 _WEBARENA = "esopt.envs.webarena.namespaces"
 _WEBARENA_INSTALL = "make install-webarena (the task configs) and host the sites (docs/web.md)"
 NAMESPACES = {
-    "miniwob": Namespace("browsergym.miniwob", "pip install browsergym-miniwob miniwob (or make install)"),
+    "miniwob": Namespace("browsergym.miniwob", "pip install browsergym-miniwob miniwob (or make install)",
+                         reuse_pages=True),
     "esopt-webshop": Namespace("esopt.envs.webshop", "it ships with esopt"),
     "webarenalite": Namespace(_WEBARENA, _WEBARENA_INSTALL, builds_tasks=True),
     "webarena": Namespace(_WEBARENA, _WEBARENA_INSTALL, builds_tasks=True),
@@ -107,6 +111,10 @@ def task_settings(task_id: str, judge=None) -> tuple[dict, tuple[str, ...]]:
         pages = _miniwob_dir()  # its pages load ../core, ../common: the whole html folder is allowed
         return {"base_url": Path(pages).as_uri() + "/"}, (str(Path(pages).parent),)
     return {}, NAMESPACES[ns].files
+
+
+def reuses_pages(task_id: str) -> bool:
+    return NAMESPACES[namespace_of(task_id)].reuse_pages
 
 
 def task_split(task_id: str) -> str | None:
