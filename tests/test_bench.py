@@ -41,6 +41,27 @@ def test_throughput_bench_runs_and_reports(esopt_cache, tmp_path, capsys):
     assert capsys.readouterr().out.strip().splitlines()[-1].startswith("RESULT es_overhead_fraction=")
 
 
+def test_throughput_context_search_overhead(esopt_cache, tmp_path, capsys):
+    import pytest
+
+    from esopt.bench.throughput import main as throughput
+    from esopt.config import ConfigError
+
+    out = tmp_path / "ctx.json"
+    with pytest.raises(ConfigError, match="needs a config with a skill library"):
+        throughput("configs/demo.yaml", TINY_OVERRIDES, str(out), context=True)
+    assert not out.exists()
+    res = throughput("configs/coevo-demo.yaml", TINY_OVERRIDES + ["es.population=2", "es.episodes_per_member=2"],
+                     str(out), context=True)
+    data = json.loads(out.read_text())
+    rows = data["generations"]
+    assert data["results"] == res and set(rows) == {"weights", "both", "context"}
+    assert res["context_search_over_weights_generation_time"] == rows["both"]["wall"] / rows["weights"]["wall"]
+    assert res["both_over_weights_prefill_tokens"] == rows["both"]["tokens_prefilled"] / rows["weights"]["tokens_prefilled"]
+    assert all(r["tokens_prefilled"] > 0 for r in rows.values())
+    assert capsys.readouterr().out.strip().splitlines()[-1].startswith("RESULT context_search_over_weights_generation_time=")
+
+
 def test_memory_bench_three_phases_over_horizons(esopt_cache, tmp_path, capsys, monkeypatch):
     import esopt.bench.memory as memory
 

@@ -264,7 +264,8 @@ def cmd_bench(a) -> int:
     elif a.name == "throughput":
         from .bench.throughput import main
 
-        main(config, overrides, a.out or "bench-results/throughput.json")
+        main(config, overrides, a.out or ("bench-results/throughput-context.json" if a.context
+                                          else "bench-results/throughput.json"), context=a.context)
     elif a.name == "perturb":
         from .bench.perturb import main
         from .config import load_config
@@ -458,6 +459,9 @@ def build_parser() -> argparse.ArgumentParser:
                                     "precision", "horizon", "multiturn", "web", "ray"])
     b.add_argument("args", nargs="*", metavar="CONFIG_OR_OVERRIDE")
     b.add_argument("--out", help="JSON output path")
+    b.add_argument("--context", action="store_true",
+                   help="throughput: one generation each of coevo.mode weights / both / context at equal episodes "
+                        "(a config with a skill library, e.g. configs/coevo-demo.yaml): the cost of context search")
     b.add_argument("--repeats", type=int, default=None,
                    help="es-memory (default 3) / memory (default 1): fresh-process runs of each phase; "
                         "perturb (default 3): timed rounds; multiturn (default 3): rollouts; medians are compared; "

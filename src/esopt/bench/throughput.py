@@ -2,7 +2,12 @@
 one (Gaussian noise, then noise-table noise) vs all low-rank members in one
 batched rollout, side by side in one process on the same model and tasks; and
 the share of each generation spent outside text generation (noise, perturb,
-restore, update, hashing, bookkeeping)."""
+restore, update, hashing, bookkeeping).
+
+With --context (a config with a skill library, e.g. configs/coevo-demo.yaml): one
+generation each of coevo.mode weights, both and context, at equal episodes, with the
+config's noise: what searching the context costs on top of weights-only ES (members
+with different contexts share less of their prompts' encoding)."""
 from __future__ import annotations
 
 import tempfile
@@ -17,7 +22,36 @@ def _timed_generation(cfg, model, tok, t: int = 0) -> dict:
     t0 = time.perf_counter()
     stats = trainer.generation(t)
     stats["wall"] = time.perf_counter() - t0
+    stats["tokens_prefilled"] = trainer.policy.tokens_prefilled
     return stats
+
+
+def check_library(cfg, config: str) -> None:
+    from ..config import ConfigError
+
+    if not (cfg.coevo.skills or cfg.coevo.slots or cfg.coevo.library):
+        raise ConfigError(f"bench throughput --context needs a config with a skill library (coevo.skills, "
+                          f"coevo.slots or coevo.library), e.g. configs/coevo-demo.yaml; {config} has none")
+
+
+def context_overhead(config: str, overrides: list[str], model, tok, root: str) -> tuple[dict, dict]:
+    """One generation per coevo.mode at equal episodes: (results, rows)."""
+    from ..config import load_config
+
+    check_library(load_config(config, overrides + [f"run.out_dir={root}"]), config)
+    rows = {}
+    for mode in ("weights", "both", "context"):
+        cfg = load_config(config, overrides + [f"run.out_dir={root}", f"run.name=ctx-{mode}", f"coevo.mode={mode}"])
+        s = _timed_generation(cfg, model, tok)
+        rows[mode] = {k: s[k] for k in ("wall", "time_rollout", "tokens", "tokens_prefilled", "episodes") if k in s}
+        print(f"coevo.mode={mode:8s}: generation {s['wall']:.1f}s (rollout {s['time_rollout']:.1f}s), "
+              f"{s['tokens_prefilled']} prompt tokens encoded, {s['tokens']} generated", flush=True)
+    w = rows["weights"]
+    results = {f"{mode}_over_weights_prefill_tokens": rows[mode]["tokens_prefilled"] / w["tokens_prefilled"]
+               for mode in ("both", "context")}
+    results["context_only_over_weights_generation_time"] = rows["context"]["wall"] / w["wall"]
+    results["context_search_over_weights_generation_time"] = rows["both"]["wall"] / w["wall"]  # last: the headline
+    return results, rows
 
 
 def batch_scaling(model, batches=(16, 128), prompt_len: int = 128, new_tokens: int = 8) -> dict:
@@ -43,18 +77,25 @@ def batch_scaling(model, batches=(16, 128), prompt_len: int = 128, new_tokens: i
     return rows
 
 
-def main(config: str, overrides: list[str], out: str) -> dict:
+def main(config: str, overrides: list[str], out: str, context: bool = False) -> dict:
     from ..config import load_config
     from ..models import load_model
     from .common import write_results
 
     root = tempfile.mkdtemp()
     base = load_config(config, overrides + [f"run.out_dir={root}"])
+    if context:
+        check_library(base, config)  # before the model loads
     model, tok = load_model(base.model, base.runtime.dtype, base.runtime.device)
     if base.runtime.threads:
         import torch
 
         torch.set_num_threads(base.runtime.threads)
+    if context:
+        results, rows = context_overhead(config, overrides, model, tok, root)
+        write_results(out, "throughput-context", results, {"config": config, "overrides": overrides,
+                                                           "noise": base.es.noise, "generations": rows})
+        return results
     rows = {}
     for mode in ("gaussian", "table", "lowrank"):
         cfg = load_config(config, overrides + [f"run.out_dir={root}", f"run.name={mode}", f"es.noise={mode}"])
