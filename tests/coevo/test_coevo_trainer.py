@@ -172,6 +172,34 @@ def test_members_see_their_recorded_contexts_in_real_rollouts(tiny_cfg, noise):
     assert {t["member"] for t in traj} == set(range(8))
 
 
+def test_context_mode_decodes_one_batch_per_distinct_context(tiny_cfg):
+    """coevo.mode=context: members that drew the same context share a batch (and its whole prompt
+    prefix); no batch mixes two contexts; rewards and trajectories stay in member order."""
+    cfg = tiny_cfg("run.name=ctx-groups", "coevo.mode=context", *LIBRARY, "es.generations=1", "es.population=8",
+                   "agent.system_prompt=base")
+    tr = Trainer(cfg, RunDir.create(cfg), log=lambda *a: None)
+    batches = []
+    generate = tr.policy.generate
+
+    def spy(convs, *a, **k):
+        batches.append({c[0]["content"] for c in convs})
+        return generate(convs, *a, **k)
+
+    tr.policy.generate = spy
+    tr.generation(0)
+    rec = tr.history.records[0]
+    lib = tr.coevo.lib
+    want = [assemble(AgentContext(system_prompt="base"), lib, Draw.from_json(d, lib)).system_prompt
+            for d in rec["context"]["draws"]]
+    assert len(set(want)) > 1 and all(len(b) == 1 for b in batches)  # never two contexts in one batch
+    assert set().union(*batches) == set(want)
+    traj = tr.run.read_trajectories("gen0000")
+    assert [t["member"] for t in traj] == sorted(t["member"] for t in traj)
+    for k in range(8):  # each member's reward is the mean of its own episodes
+        mine = [t["reward"] for t in traj if t["member"] == k]
+        assert rec["rewards"][k] == pytest.approx(sum(mine) / len(mine))
+
+
 def test_weights_mode_is_byte_identical_to_plain_es(tiny_cfg):
     """coevo.mode=weights (the default) with a library configured writes exactly plain ES's history."""
     plain = make_trainer(tiny_cfg("run.name=plain", "es.generations=2"), weight_and_context_rollout)

@@ -39,6 +39,8 @@ def context_overhead(config: str, overrides: list[str], model, tok, root: str) -
     from ..config import load_config
 
     check_library(load_config(config, overrides + [f"run.out_dir={root}"]), config)
+    # untimed: the first generation in a process also pays one-off costs (allocator, kernels, caches)
+    _timed_generation(load_config(config, overrides + [f"run.out_dir={root}", "run.name=ctx-warmup"]), model, tok)
     rows = {}
     for mode in ("weights", "both", "context"):
         cfg = load_config(config, overrides + [f"run.out_dir={root}", f"run.name=ctx-{mode}", f"coevo.mode={mode}"])
