@@ -61,7 +61,7 @@ class LocalRunner:
         tokens0 = tr.policy.tokens_generated
         rewards, traj, errors = [], [], {}
         unit_times = new_times()
-        if not getattr(tr, "moves_weights", True):  # coevo.mode=context: one batched rollout, no noise
+        if not getattr(tr, "moves_weights", True):  # coevo.mode=context: one batched rollout per distinct context, no noise
             rewards, traj, errors = play_contexts(tr, members, t, unit_times, bar, contexts)
             units = []
         else:  # one member after another needs no cutting (and keeps the progress bar's running mean)
