@@ -7,8 +7,12 @@ browser *context* (cookies, storage and pages of its own, so episodes cannot
 see each other) in a browser shared by the process, launched once and again
 only when it has died; it keeps the chat in memory and reads only the
 observation parts esopt shows the model (the accessibility tree with element
-ids; no screenshot or DOM snapshot). Everything else (task setup and
-validation, element marking, action execution) is BrowserGym's own code.
+ids; no screenshot or DOM snapshot). Tasks whose pages are static files
+(MiniWoB++, ``reuse_pages``) instead take a context and page an earlier episode
+left, wiped first (other tabs closed, cookies and storage cleared, history reset
+to about:blank): a new context and page were most of a reset's cost. Everything
+else (task setup and validation, element marking, action execution) is
+BrowserGym's own code.
 
 Containment, set on every context:
 - requests go only to allowed places: http(s) on ``allowed_hosts`` (any port),
