@@ -76,6 +76,29 @@ def test_without_es_the_same_batches_leave_the_weights(tmp_path):
     assert weights_hash(model) == base and not (tmp_path / "history.json").exists()
 
 
+def test_without_es_a_batch_of_prompts_is_one_generate_call():
+    from esopt.ahd.search import Slot
+
+    model, tok = tiny()
+    policy = HFPolicy(model, tok, batch_size=8)
+    calls = []
+    generate = policy.generate
+    policy.generate = lambda convs, *a, **k: calls.append(len(convs)) or generate(convs, *a, **k)
+    proposer = ModelProposer(policy, 6, Sampling())
+    prompts = ["write a", "write b", "write c", "write d"]
+    texts = proposer.propose(prompts, [Slot(i, sample_seed=10 + i) for i in range(4)])
+    assert calls == [4] and len(texts) == 4 and all(isinstance(t, str) for t in texts)
+    # each reply is its own prompt's: the same prompt alone, greedy, writes the same text
+    assert proposer.propose(prompts[2:3], [Slot(2, sample_seed=12)]) == texts[2:3]
+    # members under ES still write one by one, each under its own perturbation, in prompt order
+    perturber = make_perturber(model, ES)
+    mixed = ModelProposer(policy, 6, Sampling(), perturber)
+    calls.clear()
+    out = mixed.propose(prompts, [Slot(0, 10), Slot(1, 11, seed=5, sign=1, sigma=0.05), Slot(2, 12),
+                                  Slot(3, 13, seed=5, sign=-1, sigma=0.05)])
+    assert calls == [2, 1, 1] and out[0] == texts[0] and out[2] == texts[2]
+
+
 def test_lowrank_noise_is_refused(tmp_path):
     model, _ = tiny()
     with pytest.raises(ValueError, match="lowrank"):

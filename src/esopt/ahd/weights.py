@@ -21,26 +21,30 @@ from .prompts import conversation
 
 
 class ModelProposer:
-    """propose(prompts, slots): one generate call per prompt, under its slot's member's
-    perturbation when the slot has one (perturber required then)."""
+    """propose(prompts, slots): the prompts of slots without an ES member in one batched generate
+    call (the unperturbed model; decoding seeded by the first such slot's sample seed), then each
+    member's prompt in a call of its own under its perturbation (perturber required then)."""
 
     def __init__(self, policy, max_new_tokens: int, sampling, perturber=None, stop=None):
         self.policy, self.max_new_tokens, self.sampling, self.perturber = policy, max_new_tokens, sampling, perturber
         self.stop = stop  # stop(reply_so_far) -> bool: end a reply early (code.block_done: after the code)
 
     def propose(self, prompts: list[str], slots: list) -> list[str]:
-        out = []
-        for prompt, slot in zip(prompts, slots):
-            conv = [conversation(prompt)]
+        out: list = [None] * len(prompts)
+        plain = [i for i, slot in enumerate(slots) if slot.seed is None]
+        if plain:
+            texts = self.policy.generate([conversation(prompts[i]) for i in plain], self.max_new_tokens,
+                                         self.sampling, seed=slots[plain[0]].sample_seed, stop=self.stop)
+            for i, text in zip(plain, texts):
+                out[i] = text
+        for i, (prompt, slot) in enumerate(zip(prompts, slots)):
             if slot.seed is None:
-                out += self.policy.generate(conv, self.max_new_tokens, self.sampling, seed=slot.sample_seed,
-                                           stop=self.stop)
                 continue
             if self.perturber is None:
                 raise RuntimeError("a slot names an ES member but the proposer has no perturber")
             with self.perturber.perturbed(slot.seed, slot.sigma, slot.sign):
-                out += self.policy.generate(conv, self.max_new_tokens, self.sampling, seed=slot.sample_seed,
-                                           stop=self.stop)
+                out[i] = self.policy.generate([conversation(prompt)], self.max_new_tokens, self.sampling,
+                                              seed=slot.sample_seed, stop=self.stop)[0]
         return out
 
 
