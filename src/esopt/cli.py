@@ -165,7 +165,7 @@ def _default_config() -> str:
 def cmd_eval(a) -> int:
     from .config import ConfigError, load_config
     from .models import HFPolicy, load_model
-    from .train.evaluate import evaluate
+    from .train.evaluate import by_task_family, evaluate
     from .train.tasks import TaskSource
     from .utils.seeding import derive_seed
 
@@ -207,6 +207,9 @@ def cmd_eval(a) -> int:
         print(f"[esopt] {len(episodes)} episodes (turn by turn) written to {a.out}")
     print(f"[esopt] {label}: {name} reward {stats['reward']:.4f} ± {stats['reward_se']:.4f}, solved {stats['solved']:.4f}, "
           f"n={stats['n']}")
+    families = by_task_family(episodes)
+    if len(families) > 1:
+        print("[esopt] per task: " + ", ".join(f"{name} {total:g}/{n}" for name, (total, n) in families.items()))
     print(f"RESULT {a.split}_reward={stats['reward']:.4f}")
     print(f"RESULT {a.split}_solved={stats['solved']:.4f}")
     return 0

@@ -66,3 +66,13 @@ def test_repeats_are_averaged_per_task_before_the_se():
     assert before["reward_se"] == pytest.approx(0.5)  # std([0, 1], ddof=1) / sqrt(2)
     diff, se = paired_difference(after["per_task"], before["per_task"])
     assert diff == pytest.approx(1 / 3) and se == pytest.approx(1 / 3)  # diffs [2/3, 0]
+
+
+def test_by_task_family_groups_web_episode_ids():
+    from esopt.train.evaluate import by_task_family
+
+    eps = [{"task": "miniwob.click-button#4", "reward": 1.0}, {"task": "miniwob.enter-text#8", "reward": 0.0},
+           {"task": "miniwob.click-button#12", "reward": 0.0}, {"task": "webarena-file:/t.json#3#16", "reward": 1.0}]
+    assert by_task_family(eps) == {"miniwob.click-button": (1.0, 2), "miniwob.enter-text": (0.0, 1),
+                                   "webarena-file:/t.json#3": (1.0, 1)}
+    assert by_task_family([{"task": "4x4-puzzle-17", "reward": 1.0}] + eps) == {}  # Sudoku ids: no families

@@ -72,6 +72,19 @@ def evaluate(policy, tasks, cfg, seed: int = 0, split: str = "heldout", context=
     return stats, episodes
 
 
+def by_task_family(episodes: list[dict]) -> dict[str, tuple[float, int]]:
+    """(reward sum, episodes) per task family for episodes whose ids are <task>#<seed> (web tasks);
+    empty for ids without one (Sudoku puzzles)."""
+    out: dict[str, tuple[float, int]] = {}
+    for ep in episodes:
+        family, sep, _ = str(ep.get("task", "")).rpartition("#")
+        if not sep:
+            return {}
+        total, n = out.get(family, (0.0, 0))
+        out[family] = (total + ep["reward"], n + 1)
+    return out
+
+
 def paired_difference(after: list[float], before: list[float]) -> tuple[float, float]:
     """Mean and standard error of the per-task difference (same tasks, same order; per-task
     means when tasks repeat, so the SE counts each task once)."""
