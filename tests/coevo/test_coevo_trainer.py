@@ -146,37 +146,9 @@ def test_resume_refuses_a_changed_library_or_tampered_logits(tiny_cfg):
         make_trainer(run.load_config(), weight_and_context_rollout, run).resume()
 
 
-@pytest.mark.parametrize("noise", [[], ["es.noise=lowrank"]], ids=["fullrank", "lowrank"])
-def test_members_see_their_recorded_contexts_in_real_rollouts(tiny_cfg, noise):
-    """Real tiny-model episodes: every conversation a member's episodes decode starts with the context
-    its recorded draw assembles (pairs share one), and different draws reach the policy."""
-    cfg = tiny_cfg("run.name=real", "coevo.mode=both", *LIBRARY, "es.generations=1", "es.population=8",
-                   "agent.system_prompt=base", *noise)
-    tr = Trainer(cfg, RunDir.create(cfg), log=lambda *a: None)
-    seen = []
-    generate = tr.policy.generate
-
-    def spy(convs, *a, **k):
-        seen.extend(c[0]["content"] for c in convs)
-        return generate(convs, *a, **k)
-
-    tr.policy.generate = spy
-    tr.generation(0)
-    rec = tr.history.records[0]
-    lib = tr.coevo.lib
-    want = [assemble(AgentContext(system_prompt="base"), lib, Draw.from_json(d, lib)).system_prompt
-            for d in rec["context"]["draws"]]
-    assert want[0::2] == want[1::2] and len(set(want)) > 1  # pairs share; draws differ across pairs
-    assert set(seen) == set(want)
-    traj = tr.run.read_trajectories("gen0000")
-    assert {t["member"] for t in traj} == set(range(8))
-
-
-def test_context_mode_decodes_one_batch_per_distinct_context(tiny_cfg):
-    """coevo.mode=context: members that drew the same context share a batch (and its whole prompt
-    prefix); no batch mixes two contexts; rewards and trajectories stay in member order."""
-    cfg = tiny_cfg("run.name=ctx-groups", "coevo.mode=context", *LIBRARY, "es.generations=1", "es.population=8",
-                   "agent.system_prompt=base")
+def play_one_generation(cfg):
+    """(trainer, system prompts of each generate() batch, the system prompt each member's recorded
+    draw assembles) after generation 0."""
     tr = Trainer(cfg, RunDir.create(cfg), log=lambda *a: None)
     batches = []
     generate = tr.policy.generate
@@ -187,10 +159,32 @@ def test_context_mode_decodes_one_batch_per_distinct_context(tiny_cfg):
 
     tr.policy.generate = spy
     tr.generation(0)
-    rec = tr.history.records[0]
     lib = tr.coevo.lib
     want = [assemble(AgentContext(system_prompt="base"), lib, Draw.from_json(d, lib)).system_prompt
-            for d in rec["context"]["draws"]]
+            for d in tr.history.records[0]["context"]["draws"]]
+    return tr, batches, want
+
+
+@pytest.mark.parametrize("noise", [[], ["es.noise=lowrank"]], ids=["fullrank", "lowrank"])
+def test_members_see_their_recorded_contexts_in_real_rollouts(tiny_cfg, noise):
+    """Real tiny-model episodes: every conversation a member's episodes decode starts with the context
+    its recorded draw assembles (pairs share one), and different draws reach the policy."""
+    cfg = tiny_cfg("run.name=real", "coevo.mode=both", *LIBRARY, "es.generations=1", "es.population=8",
+                   "agent.system_prompt=base", *noise)
+    tr, batches, want = play_one_generation(cfg)
+    assert want[0::2] == want[1::2] and len(set(want)) > 1  # pairs share; draws differ across pairs
+    assert set().union(*batches) == set(want)
+    traj = tr.run.read_trajectories("gen0000")
+    assert {t["member"] for t in traj} == set(range(8))
+
+
+def test_context_mode_decodes_one_batch_per_distinct_context(tiny_cfg):
+    """coevo.mode=context: members that drew the same context share a batch (and its whole prompt
+    prefix); no batch mixes two contexts; rewards and trajectories stay in member order."""
+    cfg = tiny_cfg("run.name=ctx-groups", "coevo.mode=context", *LIBRARY, "es.generations=1", "es.population=8",
+                   "agent.system_prompt=base")
+    tr, batches, want = play_one_generation(cfg)
+    rec = tr.history.records[0]
     assert len(set(want)) > 1 and all(len(b) == 1 for b in batches)  # never two contexts in one batch
     assert set().union(*batches) == set(want)
     traj = tr.run.read_trajectories("gen0000")
