@@ -135,4 +135,7 @@ def test_multiturn_bench_runs_and_reports(esopt_cache, tmp_path, capsys):
     assert res["kv_turn4_prefill_tokens"] < res["plain_turn4_prefill_tokens"] / 2  # only the new tokens
     assert res["kv_turn1_prefill_tokens"] == res["plain_turn1_prefill_tokens"]
     assert res["kv_cache_mb_at_turn4"] > 0 and len(data["repeats"]) == 2 and len(data["repeats"][0]["kv"]) == 4
+    # the same rollout with transformers' DynamicCache layers: same replies, same tokens encoded
+    assert all(r["dynamic_equal"] for r in data["repeats"]) and res["dynamic_turn4_seconds"] > 0
+    assert [t["prefill_tokens"] for t in data["repeats"][0]["dynamic"]] == [t["prefill_tokens"] for t in data["repeats"][0]["kv"]]
     assert capsys.readouterr().out.strip().splitlines()[-1].startswith("RESULT turn4_over_turn1_cost=")

@@ -11,6 +11,9 @@ episodes played together are es.episodes_per_member (one member's rollout):
 
 Per repeat, side by side in one process on the same puzzles:
 - KV reuse: one rollout with agent.kv_reuse=auto, every turn's generate() timed;
+- KV reuse with transformers' own DynamicCache layers (HFPolicy(grow_cache=False)),
+  which copy the whole cache to append each decoded token: the same rollout again,
+  what esopt's growing cache (models/kvgrow.py) saves (its replies must be equal);
 - plain: the conversations that rollout decoded at turn 1 and at the last turn
   are decoded again with kv_reuse off (the prompts a plain rollout has at those
   turns when its replies are the same, which is checked: `outputs_equal`).
@@ -19,7 +22,8 @@ prefill tokens are the prompt tokens the model encoded (the shared prompt prefix
 once per batch; cached tokens not at all).
 
 RESULT lines: turn1_seconds / turnN_seconds and prefill tokens for each path,
-plain_turnN_over_turn1_cost, cache memory held at the last turn, and last
+plain_turnN_over_turn1_cost, the DynamicCache rollout's turn seconds and
+kv_turnN_over_dynamic, cache memory held at the last turn, and last
 turnN_over_turn1_cost (KV reuse, seconds; N = env.max_turns, 15 by default).
 """
 from __future__ import annotations
@@ -84,6 +88,7 @@ def main(config: str, overrides: list[str], out: str, repeats: int = 3) -> dict:
         torch.set_num_threads(cfg.runtime.threads)
     model, tok = load_model(cfg.model, cfg.runtime.dtype, cfg.runtime.device)
     policy = HFPolicy(model, tok, cfg.agent.batch_size)
+    dynamic = HFPolicy(model, tok, cfg.agent.batch_size, grow_cache=False)
     sampling, context, n = sampling_of(cfg.agent), AgentContext.from_config(cfg.agent), cfg.es.episodes_per_member
     last = cfg.env.max_turns or 3 * cfg.env.blanks
     if cfg.env.id != "sudoku":
@@ -93,15 +98,19 @@ def main(config: str, overrides: list[str], out: str, repeats: int = 3) -> dict:
           f"Sudoku {cfg.env.size}x{cfg.env.size}, {cfg.env.blanks} blanks, {last} turns, full history; "
           f"{repeats} repeats", flush=True)
     policy.generate([[{"role": "user", "content": "Warm up."}]], 2, sampling)  # first-call costs out of turn 1
+    def play(pol):
+        envs = [make("sudoku", size=cfg.env.size, blanks=cfg.env.blanks, max_turns=last, reward=cfg.env.reward,
+                     puzzle=p) for p in puzzles]  # the same puzzles every time
+        timed = TimedPolicy(pol)
+        rollout(timed, envs, [str(k) for k in range(n)], [e.reset()[0] for e in envs], context,
+                cfg.agent.max_new_tokens, sampling, seed=cfg.run.seed, kv_reuse="auto")
+        return timed
+
     runs = []
     for rep in range(repeats):
-        envs = [make("sudoku", size=cfg.env.size, blanks=cfg.env.blanks, max_turns=last, reward=cfg.env.reward,
-                     puzzle=p) for p in puzzles]  # the same puzzles every repeat
-        obs, ids = [e.reset()[0] for e in envs], [str(k) for k in range(n)]
-        timed = TimedPolicy(policy)
-        rollout(timed, envs, ids, obs, context, cfg.agent.max_new_tokens, sampling, seed=cfg.run.seed,
-                kv_reuse="auto")
+        timed = play(policy)
         kv = timed.turns
+        dyn = play(dynamic).turns
         if len(kv) < last or kv[last - 1]["rows"] != n:
             raise SystemExit(f"esopt bench multiturn: episodes ended before turn {last} ({len(kv)} turns played, "
                              f"{kv[-1]['rows']} episodes in the last); use more env.blanks")
@@ -112,23 +121,27 @@ def main(config: str, overrides: list[str], out: str, repeats: int = 3) -> dict:
             print(f"[bench multiturn] warning: turn {last}'s longest prompt has {longest} tokens, beyond the model's "
                   f"{limit} positions (replies there are off the model's trained range; the costs stand)", flush=True)
         stats = dict(timed.cache.stats) if timed.cache else {}
+        dynamic_equal = [t["replies"] for t in dyn] == [t["replies"] for t in kv]
         runs.append({"kv": [{k: v for k, v in t.items() if k not in ("convs", "replies")} for t in kv],
-                     "plain": plain, "cache_stats": stats, "last_prompt_tokens": longest})
+                     "dynamic": [{"seconds": t["seconds"], "prefill_tokens": t["prefill_tokens"]} for t in dyn],
+                     "dynamic_equal": dynamic_equal, "plain": plain, "cache_stats": stats,
+                     "last_prompt_tokens": longest})
         print(f"[bench multiturn] repeat {rep}: turn 1 / {last}: KV reuse {kv[0]['seconds']:.2f}s / "
               f"{kv[last - 1]['seconds']:.2f}s ({kv[0]['prefill_tokens']} / {kv[last - 1]['prefill_tokens']} prefill "
               f"tokens), plain {plain[1]['seconds']:.2f}s / {plain[last]['seconds']:.2f}s "
-              f"({plain[1]['prefill_tokens']} / {plain[last]['prefill_tokens']}); replies equal: "
-              f"{plain[1]['equal'] and plain[last]['equal']}", flush=True)
+              f"({plain[1]['prefill_tokens']} / {plain[last]['prefill_tokens']}), KV reuse with DynamicCache "
+              f"{dyn[0]['seconds']:.2f}s / {dyn[last - 1]['seconds']:.2f}s; replies equal: "
+              f"{plain[1]['equal'] and plain[last]['equal'] and dynamic_equal}", flush=True)
     print("[bench multiturn] KV reuse per turn (first repeat): " + ", ".join(
         f"{k + 1}: {t['seconds']:.2f}s/{t['prefill_tokens']}" for k, t in enumerate(runs[0]["kv"])), flush=True)
 
     def med(path, turn, key):
-        rows = [r["kv"][turn - 1] if path == "kv" else r["plain"][turn] for r in runs]
+        rows = [r["plain"][turn] if path == "plain" else r[path][turn - 1] for r in runs]
         return median(x[key] for x in rows)
 
     held = runs[0]["kv"][last - 1]
     results = {
-        "outputs_equal": all(r["plain"][t]["equal"] for r in runs for t in (1, last)),
+        "outputs_equal": all(r["plain"][t]["equal"] and r["dynamic_equal"] for r in runs for t in (1, last)),
         "plain_turn1_seconds": med("plain", 1, "seconds"),
         f"plain_turn{last}_seconds": med("plain", last, "seconds"),
         "plain_turn1_prefill_tokens": med("plain", 1, "prefill_tokens"),
@@ -139,6 +152,10 @@ def main(config: str, overrides: list[str], out: str, repeats: int = 3) -> dict:
         "kv_turn1_prefill_tokens": med("kv", 1, "prefill_tokens"),
         f"kv_turn{last}_prefill_tokens": med("kv", last, "prefill_tokens"),
         f"kv_turn{last}_over_plain": med("kv", last, "seconds") / med("plain", last, "seconds"),
+        "dynamic_turn1_seconds": med("dynamic", 1, "seconds"),
+        f"dynamic_turn{last}_seconds": med("dynamic", last, "seconds"),
+        f"kv_turn{last}_over_dynamic": med("kv", last, "seconds") / med("dynamic", last, "seconds"),
+        f"dynamic_turn{last}_over_turn1_cost": med("dynamic", last, "seconds") / med("dynamic", 1, "seconds"),
         f"kv_cache_mb_at_turn{last}": held["cache_bytes"] / 2**20,
         "kv_cache_peak_mb": runs[0]["cache_stats"].get("peak_bytes", 0) / 2**20,
         "kv_cache_kb_per_token": held["cache_bytes"] / max(held["cache_tokens"], 1) / 2**10,

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .kvgrow import growing_cache
 from .prefix import CACHE_KWARG, MIN_SHARED_PREFIX, common_prefix_len, expand_cache, pad_between, pad_left
 from .turncache import TurnCache
 
@@ -18,11 +19,14 @@ class Sampling:
 
 
 class HFPolicy:
-    def __init__(self, model, tokenizer, batch_size: int = 64, prefix_cache: bool = True):
+    def __init__(self, model, tokenizer, batch_size: int = 64, prefix_cache: bool = True, grow_cache: bool = True):
         self.model = model
         self.tokenizer = tokenizer
         self.batch_size = batch_size
         self.prefix_cache = prefix_cache
+        # keys/values decoded into spare room of their buffer instead of transformers' copy per token
+        # (models/kvgrow.py); only where generate would make a plain dynamic cache itself
+        self.grow_cache = grow_cache and self._cache_implementation() in (None, "dynamic")
         self.device = next(model.parameters()).device
         self.tokens_generated = 0
         self.tokens_prefilled = 0  # prompt tokens encoded (a shared prefix once per batch; cached tokens not at all)
@@ -74,8 +78,15 @@ class HFPolicy:
     def new_turn_cache(self) -> TurnCache | None:
         """An empty per-episode KV cache for one rollout (None where this model cannot keep one:
         a generation config asking for a static or quantized cache)."""
-        impl = getattr(getattr(self.model, "generation_config", None), "cache_implementation", None)
-        return TurnCache() if impl in (None, "dynamic") else None
+        return TurnCache() if self._cache_implementation() in (None, "dynamic") else None
+
+    def _cache_implementation(self):
+        return getattr(getattr(self.model, "generation_config", None), "cache_implementation", None)
+
+    def _empty_cache(self, reserve: int) -> dict:
+        """The cache keyword for a forward or generate call: a growing cache with `reserve` spare positions
+        (or nothing: transformers makes its own)."""
+        return {CACHE_KWARG: growing_cache(self.model.config, reserve)} if self.grow_cache else {}
 
     def _generate_batch(self, texts, max_new_tokens, sampling, seed, token_ids=None, row_context=None, groups=None,
                         turn_cache=None, keys=None, stop=None):
@@ -94,28 +105,32 @@ class HFPolicy:
         else:
             kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
         if any(reuse):  # each row continues from its own cached tokens (models/turncache.py)
-            ids, mask, kwargs[CACHE_KWARG] = turn_cache.assemble(keys, rows, reuse, tok.pad_token_id)
+            ids, mask, kwargs[CACHE_KWARG] = turn_cache.assemble(keys, rows, reuse, tok.pad_token_id,
+                                                                 reserve=max_new_tokens if self.grow_cache else 0)
             self.tokens_prefilled += sum(len(r) - n for r, n in zip(rows, reuse))
         elif shared >= MIN_SHARED_PREFIX:
             # The system prompt, examples and fixed text are shared by every row: encode them
             # once and give all rows a copy of that KV cache; padding sits between prefix and suffix.
             ids, mask = pad_between(rows, shared, tok.pad_token_id)
             prefix = ids[:1, :shared].to(self.device)
+            # expand_cache's copy for every row is adopted by the first update, which leaves room for the reply
+            grow = self._empty_cache(max_new_tokens)
             if row_context is None:
-                cache = self.model(input_ids=prefix, use_cache=True)[CACHE_KWARG]
+                cache = self.model(input_ids=prefix, use_cache=True, **grow)[CACHE_KWARG]
                 expand_cache(cache, torch.zeros(len(rows), dtype=torch.long, device=self.device))
             else:  # one prefix per weight group, encoded under the context of its first row
                 first = {}
                 for i, g in enumerate(groups):
                     first.setdefault(g, i)
                 with row_context(list(first.values())):
-                    cache = self.model(input_ids=prefix.expand(len(first), -1), use_cache=True)[CACHE_KWARG]
+                    cache = self.model(input_ids=prefix.expand(len(first), -1), use_cache=True, **grow)[CACHE_KWARG]
                 slot = {g: k for k, g in enumerate(first)}
                 expand_cache(cache, torch.tensor([slot[g] for g in groups], device=self.device))
             kwargs[CACHE_KWARG] = cache
             self.tokens_prefilled += shared + sum(len(r) - shared for r in rows)
         else:
             ids, mask = pad_left(rows, tok.pad_token_id)
+            kwargs.update(self._empty_cache(max_new_tokens))
             self.tokens_prefilled += sum(len(r) for r in rows)
         ids, mask = ids.to(self.device), mask.to(self.device)
         if stop is not None:

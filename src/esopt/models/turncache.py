@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import torch
 
+from .kvgrow import GrowingLayer
 from .prefix import common_prefix_len
 
 
@@ -58,11 +59,13 @@ class TurnCache:
         return max(n, 0)
 
     # ------------------------------------------------------------------ layout
-    def assemble(self, keys: list, rows: list[list[int]], reuse: list[int], pad_id: int):
+    def assemble(self, keys: list, rows: list[list[int]], reuse: list[int], pad_id: int, reserve: int = 0):
         """(input ids, attention mask, DynamicCache of the cached part) for one batch.
 
         input ids are the whole layout [pad][cached][pad][new] (generate encodes only the
         columns after the cache); rows with reuse 0 have an all-padding cached part.
+        reserve > 0: each layer is a GrowingLayer (models/kvgrow.py) whose buffer also has room
+        for the new tokens and `reserve` generated ones, so neither is appended by a copy.
         """
         from transformers import DynamicCache
 
@@ -82,17 +85,23 @@ class TurnCache:
         for k in keys:
             self.rows.pop(k, None)
         template = next(t for t in taken if t is not None)
+        width = past + (new + reserve if reserve else 0)
         cache, nbytes = DynamicCache(), 0
         for layer, (k0, v0) in enumerate(template):
-            k_all = k0.new_zeros((b, k0.shape[0], past, k0.shape[-1]))
-            v_all = v0.new_zeros((b, v0.shape[0], past, v0.shape[-1]))
+            k_all = k0.new_zeros((b, k0.shape[0], width, k0.shape[-1]))
+            v_all = v0.new_zeros((b, v0.shape[0], width, v0.shape[-1]))
             for i, (row, n) in enumerate(zip(taken, reuse)):
                 if n:
                     k_i, v_i = row[layer]
-                    k_all[i, :, past - n :] = k_i[:, :n]
-                    v_all[i, :, past - n :] = v_i[:, :n]
+                    k_all[i, :, past - n : past] = k_i[:, :n]
+                    v_all[i, :, past - n : past] = v_i[:, :n]
                     row[layer] = None
-            cache.update(k_all, v_all, layer)  # (a copy: one layer's transient)
+            if reserve:
+                grown = GrowingLayer(reserve)
+                grown.adopt(k_all, v_all, past)
+                cache.layers.append(grown)
+            else:
+                cache.update(k_all, v_all, layer)  # (a copy: one layer's transient)
             nbytes += _bytes([(k_all, v_all)])
             del k_all, v_all
         self.stats["peak_bytes"] = max(self.stats["peak_bytes"], self.nbytes() + nbytes)
@@ -107,7 +116,7 @@ class TurnCache:
         if not self.enabled:
             return
         layers = getattr(cache, "layers", None)
-        if not layers or any(type(layer) is not DynamicLayer for layer in layers):
+        if not layers or any(type(layer) not in (DynamicLayer, GrowingLayer) for layer in layers):
             kinds = sorted({type(layer).__name__ for layer in layers or []}) or [type(cache).__name__]
             self.disable(f"cache layers {', '.join(kinds)} are not plain DynamicLayer")
             return
