@@ -61,11 +61,12 @@ class Recorder(HFPolicy):
 
     def __init__(self, *a, **kw):
         super().__init__(*a, **kw)
-        self.kinds, gen = [], self.model.generate
+        self.kinds, self.caches, gen = [], [], self.model.generate
 
         def spy(*args, **kwargs):
             out = gen(*args, **kwargs)
             self.kinds.append({type(layer).__name__ for layer in out.cache.layers})
+            self.caches.append(out.cache)
             return out
 
         self.generate_fn = spy
@@ -101,3 +102,5 @@ def test_generation_is_the_same_with_and_without_growing_caches(esopt_cache, ali
     assert play(old, "off", record_ids=True) == plain
     assert len({r for ep in plain for r, _ in ep}) > 3  # replies differ (the comparison can fail)
     assert all(k == {"GrowingLayer"} for k in new.kinds)
+    # the turn cache keeps its own copy of each row: the batch's buffers are freed when it is stored
+    assert all(layer._kbuf is None and layer.keys is None for c in new.caches for layer in c.layers)

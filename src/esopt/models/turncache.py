@@ -132,7 +132,7 @@ class TurnCache:
             for i, pos in enumerate(positions):
                 pos = pos.to(layer.keys.device)
                 per_row[i].append((layer.keys[i].index_select(1, pos), layer.values[i].index_select(1, pos)))
-            layer.keys = layer.values = None  # free the batch's copy layer by layer
+            layer.reset()  # free the batch's copy layer by layer (a GrowingLayer's buffer too)
         for key, i_ids, kv in zip(keys, ids, per_row):
             self.rows[key] = (i_ids, kv)
         self.stats["peak_bytes"] = max(self.stats["peak_bytes"], self.nbytes())
