@@ -34,7 +34,7 @@ from .adapter import EpisodeAdapter, EpisodeBudget, candidate_key
 from .lms import CallLog, CountingPolicy, EndpointLM, LocalReflectionLM
 from .record import Recorder
 from .requires import GEPA_VERSION, require_gepa
-from .tasks import TaskPools
+from .tasks import TaskPools, valset_size
 
 
 @dataclass
@@ -59,6 +59,30 @@ def es_episodes(cfg) -> int:
     return cfg.es.generations * cfg.es.population * cfg.es.episodes_per_member
 
 
+def cli_name(option: str) -> str:
+    """An option as `esopt baseline gepa` spells it (val_tasks -> --val-tasks)."""
+    return "--" + option.replace("_", "-")
+
+
+def check_options(cfg, opts: GepaOptions, name=cli_name) -> int:
+    """The episode budget GEPA gets, once `opts` fit `cfg`; checked from the config alone (no model
+    loaded, no env built), so a caller can check every run before starting any. A budget must
+    hold at least one pass over GEPA's valset. name(option): how the caller spells an option in
+    the ConfigError (default the command line's --flags)."""
+    budget = es_episodes(cfg) if opts.budget is None else opts.budget
+    for option in ("minibatch", "train_tasks"):
+        if getattr(opts, option) < 1:
+            raise ConfigError(f"{name(option)} must be at least 1, got {getattr(opts, option)}")
+    comp.choose(AgentContext.from_config(cfg.agent), opts.components, name("components"))
+    n = valset_size(cfg.tasks.validation * cfg.tasks.heldout_repeats, opts.val_tasks, name("val_tasks"))
+    if budget < n:
+        raise ConfigError(f"{name('budget')} {budget} episodes is less than one pass over GEPA's valset "
+                          f"({n} tasks): raise {name('budget')} or lower {name('val_tasks')}")
+    if opts.reflection_url and not opts.reflection_model:
+        raise ConfigError(f"{name('reflection_url')} needs {name('reflection_model')} (the endpoint's model name)")
+    return budget
+
+
 class FileLogger:
     """GEPA's logger (anything with .log(str)): its lines go to a file in the run folder."""
 
@@ -75,6 +99,7 @@ class GepaBaseline:
                  reflection_lm=None, log=print):
         self.gepa = require_gepa()
         self.cfg, self.run, self.opts, self.log = cfg, run, opts, log
+        self.budget = check_options(cfg, opts)  # before a model is loaded
         if cfg.runtime.threads:
             set_threads(cfg.runtime.threads)
         if model is None:
@@ -86,18 +111,13 @@ class GepaBaseline:
         self.names = comp.choose(self.base, opts.components)
         self.tasks = TaskSource(cfg.env, cfg.tasks, cfg.run.seed)
         self.pools = TaskPools(self.tasks, opts.train_tasks, opts.val_tasks, use_validation=cfg.tasks.validation > 0)
-        self.budget = es_episodes(cfg) if opts.budget is None else opts.budget
-        if opts.minibatch < 1:
-            raise ConfigError(f"--minibatch must be at least 1, got {opts.minibatch}")
-        if self.budget < len(self.pools.valset):
+        if self.budget < len(self.pools.valset):  # check_options counted it from the config
             raise ConfigError(f"--budget {self.budget} episodes is less than one pass over GEPA's valset "
                               f"({len(self.pools.valset)} tasks): raise --budget or lower --val-tasks")
         self.adapter = EpisodeAdapter(self.policy, self.pools, cfg, self.base, self.budget, opts.obs_chars)
         self.stopper = EpisodeBudget(self.adapter, opts.minibatch)
         if reflection_lm is None:
-            if opts.reflection_url:
-                if not opts.reflection_model:
-                    raise ConfigError("--reflection-url needs --reflection-model (the endpoint's model name)")
+            if opts.reflection_url:  # with a model name (check_options)
                 try:
                     reflection_lm = EndpointLM(opts.reflection_url, opts.reflection_model, opts.reflection_key_env,
                                                opts.reflection_tokens, opts.reflection_temperature)

@@ -20,14 +20,15 @@ def component_names(base: AgentContext) -> list[str]:
     return ["system_prompt"] + [f"example_{i}_{m.get('role', 'user')}" for i, m in enumerate(base.examples)]
 
 
-def choose(base: AgentContext, wanted: list[str] | None) -> list[str]:
-    """The components to optimise: `wanted` (checked against what the context has), default all."""
+def choose(base: AgentContext, wanted: list[str] | None, name: str = "--components") -> list[str]:
+    """The components to optimise: `wanted` (checked against what the context has), default all.
+    name: how the caller spells the option in an error."""
     names = component_names(base)
     if not wanted:
         return names
     unknown = [w for w in wanted if w not in names]
     if unknown:
-        raise ConfigError(f"--components: {', '.join(unknown)} not in this config's context; "
+        raise ConfigError(f"{name}: {', '.join(unknown)} not in this config's context; "
                           f"available: {', '.join(names)}")
     return [n for n in names if n in wanted]
 

@@ -13,12 +13,12 @@ class MissingPackage(ConfigError):
     """An optional package a command needs is not installed (one error line, with the fix)."""
 
 
-def require_gepa():
-    """The gepa module, or MissingPackage naming the extra that installs it."""
+def require_gepa(needed_by: str = "esopt baseline gepa"):
+    """The gepa module, or MissingPackage naming the extra that installs it (needed_by: what asked for it)."""
     try:
         return importlib.import_module("gepa")
     except ImportError as err:
-        raise MissingPackage(f"esopt baseline gepa needs the gepa package ({err}); {INSTALL_HINT}") from None
+        raise MissingPackage(f"{needed_by} needs the gepa package ({err}); {INSTALL_HINT}") from None
 
 
 def evaluation_batch(outputs: list, scores: list[float], trajectories: list | None):

@@ -20,6 +20,22 @@ class TaskRef:
     task: str  # the task id (pairs episodes across candidates)
 
 
+def valset_size(validation_episodes: int, val_tasks: int | None, name: str = "--val-tasks") -> int:
+    """GEPA's valset size: of a validation split of `validation_episodes` (tasks.validation x
+    tasks.heldout_repeats), all or the first val_tasks; without one (0), val_tasks (default 32)
+    further training tasks. name: how the caller spells val_tasks in an error."""
+    if validation_episodes:
+        n = validation_episodes if val_tasks is None else val_tasks
+        if not 1 <= n <= validation_episodes:
+            raise ConfigError(f"{name} {n}: the validation split has {validation_episodes} episodes "
+                              f"(tasks.validation x tasks.heldout_repeats); give 1..{validation_episodes}")
+        return n
+    n = 32 if val_tasks is None else val_tasks
+    if n < 1:
+        raise ConfigError(f"{name} must be at least 1, got {n}")
+    return n
+
+
 class TaskPools:
     """trainset and valset (lists of TaskRef) and fresh envs for any of them."""
 
@@ -29,16 +45,11 @@ class TaskPools:
         self.source = source
         if use_validation:
             _, ids, _ = source.validation()
-            n = len(ids) if val_tasks is None else val_tasks
-            if not 1 <= n <= len(ids):
-                raise ConfigError(f"--val-tasks {n}: the validation split has {len(ids)} episodes "
-                                  f"(tasks.validation x tasks.heldout_repeats); give 1..{len(ids)}")
+            n = valset_size(len(ids), val_tasks)
             self.valset = [TaskRef("validation", i, ids[i]) for i in range(n)]
             self.train_total = train_tasks
         else:
-            n = 32 if val_tasks is None else val_tasks
-            if n < 1:
-                raise ConfigError(f"--val-tasks must be at least 1, got {n}")
+            n = valset_size(0, val_tasks)
             self.train_total = train_tasks + n
         _, ids, _ = source.train(self.train_total, 0)
         self.trainset = [TaskRef("train", i, ids[i]) for i in range(train_tasks)]
