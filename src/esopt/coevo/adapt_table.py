@@ -10,10 +10,12 @@ from __future__ import annotations
 from ..train.evaluate import mean_se
 
 # (A, B): A is compared against its matched baseline B. both vs weights asks whether adding the
-# context search helps ES; both vs context whether adding ES helps the context search (+ES).
+# context search helps ES; both vs context whether adding ES helps the context search (+ES);
+# context vs gepa and both vs gepa set ES's context search, alone and with the weights, against
+# the prompt optimiser GEPA at the same episodes (only when gepa is among the settings).
 COMPARISONS = [("weights", "none"), ("context", "none"), ("both", "none"), ("both", "weights"),
-               ("both", "context")]
-SETTINGS = ("none", "context", "weights", "both")
+               ("both", "context"), ("context", "gepa"), ("both", "gepa")]
+SETTINGS = ("none", "context", "weights", "both", "gepa")
 
 
 def outcome(diff: float, se: float, z: float = 2.0) -> str:
