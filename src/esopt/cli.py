@@ -503,8 +503,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--compare", nargs="+", action="extend", metavar="RUN_DIR", help="runs to overlay on the plots")
     r.add_argument("--out", metavar="FILE", help="HTML file to write (the PNGs go beside it)")
     r.set_defaults(func=cmd_report)
-    d = sub.add_parser("adapt", help="test-time adaptation table: none / context / weights / both x tasks x budgets; "
-                                     "with --env ahd-<problem>, heuristic design (EoH / Sample, with and without ES)",
+    d = sub.add_parser("adapt", help="test-time adaptation table: none / context / weights / both (/ gepa) x tasks "
+                                     "x budgets; with --env ahd-<problem>, heuristic design (EoH / Sample, with "
+                                     "and without ES)",
                        description="Adapt a starting agent (the base model, or --from a run's final weights) to the "
                                    "task variants of CONFIG's adapt: section under episode budgets; writes one run "
                                    "folder per sub-run and adapt.json / adapt.md with paired wins, ties and losses. "

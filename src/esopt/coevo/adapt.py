@@ -1,16 +1,19 @@
 """`esopt adapt`: test-time adaptation of a starting agent (the base model, or a trained run's
 final weights) to new task variants under an episode budget, with settings none / context /
-weights / both, and a paired win/tie/loss table against matched baselines (adapt_table.py).
+weights / both (and the prompt optimiser GEPA, `gepa`, when asked for: adapt_gepa.py), and a
+paired win/tie/loss table against matched baselines (adapt_table.py).
 
     <adapt.out_dir>/<adapt.name>/
         start.json              where the starting weights came from, and their hash
         <task>/none/            held-out evaluation of the starting agent (once per task)
         <task>/<setting>-b<B>/  an ordinary ES run folder: coevo.mode=<setting>, B training episodes
+        <task>/gepa-b<B>/       a GEPA baseline run folder: B episodes, weights frozen (adapt_gepa.py)
         adapt.json, adapt.md    the table
 
 Every sub-run of a task has the same config apart from coevo.mode and es.generations, so it
 plays the same held-out episodes (tasks.heldout, run.seed): differences are paired. A sub-run
-with summary.json is finished and skipped on a re-run; one with a history resumes from it.
+with summary.json is finished and skipped on a re-run; one with a history resumes from it (an
+unfinished gepa sub-run starts again: GEPA cannot resume).
 """
 from __future__ import annotations
 
@@ -27,19 +30,20 @@ from pydantic import Field, ValidationError, field_validator
 
 from ..config import (Config, ConfigError, Strict, build_config, dump_config, parse_override, read_config_tree,
                       set_dotted)
-from . import adapt_table
+from . import adapt_gepa, adapt_table
 
-Setting = Literal["none", "context", "weights", "both"]
+Setting = Literal["none", "context", "weights", "both", "gepa"]
 # keys a task variant may not set: adapt sets them per sub-run, or they fix the starting agent
 FIXED_KEYS = ("model", "algo", "coevo.mode", "es.generations", "run.out_dir", "run.name", "eval.at_start")
 
 
 class AdaptConfig(Strict):
     budgets: list[int] = Field(min_length=1)  # training episodes per sub-run
-    settings: list[Setting] = ["none", "context", "weights", "both"]
+    settings: list[Setting] = ["none", "context", "weights", "both"]  # gepa: only when asked for
     tasks: dict[str, dict[str, Any]] = Field(min_length=1)  # name -> dotted overrides ({}: the config's own task)
     out_dir: str = "runs"
     name: str | None = None  # default: adapt-<config file stem>
+    gepa: dict[str, Any] = {}  # the gepa setting's GepaOptions (promptopt/baseline.py), all but budget
 
     @field_validator("budgets")
     @classmethod
@@ -53,7 +57,7 @@ class AdaptConfig(Strict):
     @classmethod
     def _unique(cls, v):
         if not v:
-            raise ValueError("give at least one of none, context, weights, both")
+            raise ValueError("give at least one of none, context, weights, both, gepa")
         return [s for s in adapt_table.SETTINGS if s in v]  # table order
 
     @field_validator("tasks")
@@ -74,6 +78,7 @@ class SubRun:
     budget: int | None  # None: the `none` setting, shared by every budget
     cfg: Config
     path: Path
+    gepa: Any = None  # the gepa setting's GepaOptions
 
 
 # ---------------------------------------------------------------------- config and plan
@@ -110,6 +115,8 @@ def plan(adapt: AdaptConfig, tree: dict, start_context=None) -> list[SubRun]:
     from ..train.preflight import check_run_config
 
     root = Path(adapt.out_dir) / adapt.name
+    if "gepa" in adapt.settings:
+        adapt_gepa.require()
     subs = []
     for task, variant in adapt.tasks.items():
         where = f"adapt.tasks.{task}"
@@ -137,19 +144,23 @@ def plan(adapt: AdaptConfig, tree: dict, start_context=None) -> list[SubRun]:
                     if budget is not None:
                         per_gen = cfg.es.population * cfg.es.episodes_per_member
                         gens = budget // per_gen
+                        if setting == "gepa":  # GEPA counts its own episodes; es.generations is the ES runs'
+                            gens = max(gens, 1)
                         if gens < 1:
                             raise ConfigError(f"budget {budget} is less than one generation (es.population "
                                               f"{cfg.es.population} x es.episodes_per_member "
                                               f"{cfg.es.episodes_per_member} = {per_gen} episodes)")
-                    for key, value in (("coevo.mode", "weights" if setting == "none" else setting),
+                    mode = "weights" if setting in ("none", "gepa") else setting
+                    for key, value in (("coevo.mode", mode),
                                        ("es.generations", gens), ("eval.at_start", False),
                                        ("run.out_dir", str(root / task)), ("run.name", name)):
                         set_dotted(s, key, value)
                     cfg = build_config(s)
                     check_run_config(cfg)
+                    opts = adapt_gepa.options(adapt.gepa, budget, cfg) if setting == "gepa" else None
                 except ConfigError as err:
                     raise ConfigError(f"{where} ({name}): {err}") from None
-                subs.append(SubRun(task, setting, budget, cfg, root / task / name))
+                subs.append(SubRun(task, setting, budget, cfg, root / task / name, opts))
     return subs
 
 
@@ -161,6 +172,8 @@ def check_existing(subs: list[SubRun]) -> None:
             if old.read_text() != dump_config(sub.cfg):
                 raise ConfigError(f"{sub.path} was made with a different config than this adapt command gives it: "
                                   "choose another adapt.name, or restore the config it was made with")
+        if sub.setting == "gepa":
+            adapt_gepa.check_existing(sub)
 
 
 # ---------------------------------------------------------------------- starting agent
@@ -209,8 +222,19 @@ def Trainer(*args, **kwargs):  # the ES trainer, imported when used (tests repla
     return T(*args, **kwargs)
 
 
+def write_init(run, start: dict) -> None:
+    """RUN/init.json: the run and generation the starting weights came from (with --from);
+    eval --run / export / report rebuild the start from it (export.start_from)."""
+    if start["from"] is not None:
+        from ..es.history import atomic_write_text
+
+        init = {k: start[k] for k in ("from", "generations", "weights_hash")}
+        atomic_write_text(run.path / "init.json", json.dumps(init, indent=1))
+
+
 def play(sub: SubRun, model, tok, start_state, start: dict, log=print) -> str:
-    """Run one sub-run to its summary.json; 'skipped' (already finished), 'resumed' or 'ran'."""
+    """Run one sub-run to its summary.json; 'skipped' (already finished), 'resumed', 'restarted'
+    (an unfinished gepa sub-run) or 'ran'."""
     from ..es.perturb import weights_hash
     from ..train.rundir import RunDir, holds_run
     from ..train.summary import finish_run
@@ -220,6 +244,8 @@ def play(sub: SubRun, model, tok, start_state, start: dict, log=print) -> str:
     model.load_state_dict(start_state)
     if weights_hash(model) != start["weights_hash"]:
         raise RuntimeError("the starting weights did not restore bit-exactly")
+    if sub.setting == "gepa":
+        return adapt_gepa.play(sub, model, tok, start, lambda run: write_init(run, start), log)
     resumed = holds_run(sub.path)
     if resumed:
         run = RunDir(sub.path)
@@ -227,11 +253,7 @@ def play(sub: SubRun, model, tok, start_state, start: dict, log=print) -> str:
     else:
         run = RunDir.create(sub.cfg)
     try:
-        if start["from"] is not None:  # eval --run / export / report rebuild the start from it (export.start_from)
-            from ..es.history import atomic_write_text
-
-            init = {k: start[k] for k in ("from", "generations", "weights_hash")}
-            atomic_write_text(run.path / "init.json", json.dumps(init, indent=1))
+        write_init(run, start)
         trainer = Trainer(sub.cfg, run, model, tok, log=log)
         if sub.setting == "none":
             finish_run(run, model, {0: trainer.evaluate(0)}, 0, log)
