@@ -19,7 +19,8 @@ BASE = {
     "es": {"population": 2, "episodes_per_member": 2, "antithetic": True},
     "env": {"id": "sudoku", "size": 4, "blanks": 2, "max_turns": 2},
     "tasks": {"heldout": 3, "validation": 0},
-    "agent": {"max_new_tokens": 4, "examples": []},
+    # sampled replies: the evaluation seed decides them, so the pairing below checks it too
+    "agent": {"max_new_tokens": 4, "examples": [], "sampling": {"temperature": 1.0}},
     "eval": {"every": 0},
     "coevo": {"skills": [{"name": "A", "text": "alpha"}, {"name": "B", "text": "bravo"}]},
 }
@@ -62,11 +63,13 @@ def gepa_runs(monkeypatch):
     return made
 
 
-def heldout(sub):
-    """(task ids, rewards) of a finished sub-run folder's final held-out evaluation."""
-    g = json.loads((sub / "summary.json").read_text())["generations"]
+def heldout(sub, generation=None):
+    """(task ids, rewards, replies) of a finished sub-run folder's final held-out evaluation (or
+    that after `generation`)."""
+    g = json.loads((sub / "summary.json").read_text())["generations"] if generation is None else generation
     eps = [json.loads(line) for line in (sub / "trajectories" / f"eval_gen{g:04d}.jsonl").open()]
-    return tuple(ep["task"] for ep in eps), tuple(ep["reward"] for ep in eps)
+    return (tuple(ep["task"] for ep in eps), tuple(ep["reward"] for ep in eps),
+            tuple(tuple(t["response"] for t in ep["turns"]) for ep in eps))
 
 
 def test_plan_has_gepa_sub_runs_per_task_and_budget(esopt_cache, tmp_path):
@@ -133,10 +136,10 @@ def test_gepa_in_the_table_pairs_skips_and_restarts(esopt_cache, tmp_path, gepa_
         assert summary["weights_hash"] == result["start"]["weights_hash"]
         ids = {name: heldout(root / task / name)[0] for name in ("none", "context-b8", "both-b8", "gepa-b8")}
         assert len(set(ids.values())) == 1, ids
-        # the same starting agent and evaluation seed: GEPA's configured-context evaluation is `none`'s
-        base = [json.loads(line)["reward"] for line in (root / task / "gepa-b8" / "trajectories" /
-                                                        "eval_gen0000.jsonl").open()]
-        assert tuple(base) == heldout(root / task / "none")[1]
+        # the same starting agent and evaluation seed: GEPA's configured-context evaluation is `none`'s,
+        # reply for reply (the tiny model's rewards are all 0; its replies are not all alike)
+        base = heldout(root / task / "gepa-b8", generation=0)
+        assert base == heldout(root / task / "none") and len(set(base[2])) > 1
     assert heldout(root / "s0" / "gepa-b8")[0] != heldout(root / "s1" / "gepa-b8")[0]  # seeds, other puzzles
 
     # a re-run skips the finished gepa sub-runs
