@@ -139,3 +139,15 @@ def test_multiturn_bench_runs_and_reports(esopt_cache, tmp_path, capsys):
     assert all(r["dynamic_equal"] for r in data["repeats"]) and res["dynamic_turn4_seconds"] > 0
     assert [t["prefill_tokens"] for t in data["repeats"][0]["dynamic"]] == [t["prefill_tokens"] for t in data["repeats"][0]["kv"]]
     assert capsys.readouterr().out.strip().splitlines()[-1].startswith("RESULT turn4_over_turn1_cost=")
+
+
+def test_decode_bench_times_both_caches_and_checks_replies(esopt_cache, tmp_path, capsys):
+    from esopt.bench.decode import main as decode
+
+    out = tmp_path / "decode.json"
+    res = decode("configs/demo.yaml", TINY_OVERRIDES, str(out), repeats=2, rows=3, max_new_tokens=12, prompt_words=60)
+    data = json.loads(out.read_text())
+    assert data["results"] == res and res["outputs_equal"] is True
+    assert len(data["repeats"]) == 2 and all(r["growing"]["tokens"] == r["dynamic"]["tokens"] > 0 for r in data["repeats"])
+    assert data["prompt_tokens"] > 60 and res["growing_seconds"] > 0 and res["dynamic_seconds"] > 0
+    assert "RESULT growing_over_dynamic_seconds=" in capsys.readouterr().out

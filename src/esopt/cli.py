@@ -288,6 +288,10 @@ def cmd_bench(a) -> int:
         from .bench.multiturn import main
 
         main(config, overrides, a.out or "bench-results/multiturn.json", max(a.repeats or 3, 1))
+    elif a.name == "decode":
+        from .bench.decode import main
+
+        main(config, overrides, a.out or "bench-results/decode.json", max(a.repeats or 3, 1))
     elif a.name == "ray":
         from .bench.distributed import main
 
@@ -459,7 +463,7 @@ def build_parser() -> argparse.ArgumentParser:
     x.set_defaults(func=cmd_export)
     b = sub.add_parser("bench", help="benchmarks (print RESULT lines, write JSON)")
     b.add_argument("name", choices=["es-memory", "memory", "perturb", "throughput", "compare", "population",
-                                    "precision", "horizon", "multiturn", "web", "ray"])
+                                    "precision", "horizon", "multiturn", "decode", "web", "ray"])
     b.add_argument("args", nargs="*", metavar="CONFIG_OR_OVERRIDE")
     b.add_argument("--out", help="JSON output path")
     b.add_argument("--context", action="store_true",
@@ -467,7 +471,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "(a config with a skill library, e.g. configs/coevo-demo.yaml): the cost of context search")
     b.add_argument("--repeats", type=int, default=None,
                    help="es-memory (default 3) / memory (default 1): fresh-process runs of each phase; "
-                        "perturb (default 3): timed rounds; multiturn (default 3): rollouts; medians are compared; "
+                        "perturb (default 3): timed rounds; multiturn (default 3): rollouts; decode (default 3): "
+                        "batches; medians are compared; "
                         "web (default 12): episodes per env; ray (default 2): timed generations per setup")
     b.add_argument("--tasks", help="memory: comma-separated subset of 4x4-demo,9x9-h5,9x9-h10,9x9-h15 (default: all); "
                                    "horizon: horizons as 4x4-bN / 9x9-hN, N blanks and 3N turns "
