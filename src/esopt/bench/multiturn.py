@@ -98,6 +98,7 @@ def main(config: str, overrides: list[str], out: str, repeats: int = 3) -> dict:
           f"Sudoku {cfg.env.size}x{cfg.env.size}, {cfg.env.blanks} blanks, {last} turns, full history; "
           f"{repeats} repeats", flush=True)
     policy.generate([[{"role": "user", "content": "Warm up."}]], 2, sampling)  # first-call costs out of turn 1
+
     def play(pol):
         envs = [make("sudoku", size=cfg.env.size, blanks=cfg.env.blanks, max_turns=last, reward=cfg.env.reward,
                      puzzle=p) for p in puzzles]  # the same puzzles every time
