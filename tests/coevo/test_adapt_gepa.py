@@ -13,17 +13,11 @@ from esopt.coevo import adapt as adapt_mod
 from esopt.coevo import adapt_gepa
 from esopt.coevo.adapt_table import comparisons, markdown, totals
 
-BASE = {
-    "model": "tiny-llama",
-    "runtime": {"threads": 1},
-    "es": {"population": 2, "episodes_per_member": 2, "antithetic": True},
-    "env": {"id": "sudoku", "size": 4, "blanks": 2, "max_turns": 2},
-    "tasks": {"heldout": 3, "validation": 0},
-    # sampled replies: the evaluation seed decides them, so the pairing below checks it too
-    "agent": {"max_new_tokens": 4, "examples": [], "sampling": {"temperature": 1.0}},
-    "eval": {"every": 0},
-    "coevo": {"skills": [{"name": "A", "text": "alpha"}, {"name": "B", "text": "bravo"}]},
-}
+from tests.coevo.test_adapt import BASE as ADAPT_BASE
+
+# test_adapt's tiny setting, with sampled replies: the evaluation seed decides them, so the pairing
+# below checks it too
+BASE = {**ADAPT_BASE, "agent": {**ADAPT_BASE["agent"], "sampling": {"temperature": 1.0}}}
 # no validation split: GEPA's valset is 3 further training tasks; a budget of 8 holds the seed's
 # valset pass (3) and one worst-case iteration (2 x minibatch 1 + 3)
 GEPA = {"train_tasks": 3, "val_tasks": 3, "minibatch": 1, "reflection_tokens": 8}
