@@ -131,14 +131,18 @@ def test_adapt_table_pairs_skips_and_resumes(esopt_cache, tmp_path, count_traine
     ({"settings": ["all"]}, r"adapt.settings"),
 ])
 def test_bad_input_fails_with_one_line_and_writes_nothing(esopt_cache, tmp_path, capsys, adapt, message):
+    fails_with_one_line(write_config(tmp_path, **adapt), tmp_path, capsys, message)
+
+
+def fails_with_one_line(path, tmp_path, capsys, message):
+    """`esopt adapt PATH` exits 2 with one error line matching `message`, and writes no out folder."""
+    import re
+
     from esopt.cli import main
 
-    path = write_config(tmp_path, **adapt)
     assert main(["adapt", str(path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("esopt: error: ")
-    import re
-
     assert re.search(message, err[0]), err[0]
     assert not (tmp_path / "out").exists()
 

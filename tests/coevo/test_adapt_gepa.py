@@ -3,7 +3,6 @@ and starting context), a real tiny-model table in which GEPA's held-out episodes
 ES sub-runs' of the same task, the gepa comparisons and RESULT lines, skip on a re-run and a
 restart from scratch of an unfinished one, and one-line errors that write nothing."""
 import json
-import re
 import sys
 
 import pytest
@@ -14,6 +13,7 @@ from esopt.coevo import adapt_gepa
 from esopt.coevo.adapt_table import comparisons, markdown, totals
 
 from tests.coevo.test_adapt import BASE as ADAPT_BASE
+from tests.coevo.test_adapt import fails_with_one_line
 
 # test_adapt's tiny setting, with sampled replies: the evaluation seed decides them, so the pairing
 # below checks it too
@@ -225,14 +225,7 @@ def test_missing_gepa_is_one_line_and_writes_nothing(esopt_cache, tmp_path, monk
 ])
 def test_bad_gepa_settings_fail_with_one_line_and_write_nothing(esopt_cache, tmp_path, capsys, adapt, message):
     pytest.importorskip("gepa")
-    from esopt.cli import main
-
-    path = write_config(tmp_path, **adapt)
-    assert main(["adapt", str(path)]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("esopt: error: ")
-    assert re.search(message, err[0]), err[0]
-    assert not (tmp_path / "out").exists()
+    fails_with_one_line(write_config(tmp_path, **adapt), tmp_path, capsys, message)
 
 
 def test_gepa_comparisons_on_known_numbers():
