@@ -111,9 +111,6 @@ class GepaBaseline:
         self.names = comp.choose(self.base, opts.components)
         self.tasks = TaskSource(cfg.env, cfg.tasks, cfg.run.seed)
         self.pools = TaskPools(self.tasks, opts.train_tasks, opts.val_tasks, use_validation=cfg.tasks.validation > 0)
-        if self.budget < len(self.pools.valset):  # check_options counted it from the config
-            raise ConfigError(f"--budget {self.budget} episodes is less than one pass over GEPA's valset "
-                              f"({len(self.pools.valset)} tasks): raise --budget or lower --val-tasks")
         self.adapter = EpisodeAdapter(self.policy, self.pools, cfg, self.base, self.budget, opts.obs_chars)
         self.stopper = EpisodeBudget(self.adapter, opts.minibatch)
         if reflection_lm is None:
