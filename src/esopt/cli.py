@@ -330,6 +330,8 @@ def cmd_report(a) -> int:
 
 
 def cmd_adapt(a) -> int:
+    if a.merge:
+        return _adapt_merge(a)
     if a.env:
         return _adapt_ahd(a)
     ahd_only = [f for f, v in (("--budgets", a.budgets), ("--seeds", a.seeds), ("--methods", a.methods),
@@ -344,9 +346,30 @@ def cmd_adapt(a) -> int:
         raise SystemExit("esopt: error: adapt needs a config file with an adapt: section "
                          "(e.g. configs/adapt-demo.yaml)")
     result = run_adapt(config, overrides, a.from_run)
-    for key, v in result["totals"].items():
+    _print_totals(result["totals"])
+    return 1 if result["failed"] else 0
+
+
+def _print_totals(totals: dict) -> None:
+    for key, v in totals.items():
         name = key.replace(" vs ", "_vs_").replace(" @ ", "_b")
         print(f"RESULT adapt_{name}=W{v['win']}/T{v['tie']}/L{v['loss']}")
+
+
+def _adapt_merge(a) -> int:
+    """esopt adapt --merge OUT.json A.json B.json ...: one table from adapt tables of other tasks."""
+    other = [f for f, v in (("--from", a.from_run), ("--env", a.env), ("--budgets", a.budgets), ("--seeds", a.seeds),
+                            ("--methods", a.methods), ("--out", a.out)) if v]
+    if other:
+        raise SystemExit(f"esopt: error: --merge takes adapt.json files only, not {', '.join(other)}")
+    from .coevo.adapt_merge import merge
+    from .coevo.adapt_table import markdown
+
+    result = merge(a.merge, a.args)
+    print(markdown(result["rows"], result["settings"]), end="")
+    print(f"[esopt] adapt --merge: {a.merge} and {Path(a.merge).with_suffix('.md')} ({len(result['tasks'])} tasks "
+          f"from {len(a.args)} tables)")
+    _print_totals(result["totals"])
     return 1 if result["failed"] else 0
 
 
@@ -515,7 +538,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "task variants of CONFIG's adapt: section under episode budgets; writes one run "
                                    "folder per sub-run and adapt.json / adapt.md with paired wins, ties and losses. "
                                    "Re-running skips finished sub-runs. Args: CONFIG.yaml [key.path=value ...] "
-                                   "(adapt.budgets=[32] etc. set the adapt section)")
+                                   "(adapt.budgets=[32] etc. set the adapt section); --merge OUT.json A.json B.json "
+                                   "joins the tables of adapt commands over other tasks")
     d.add_argument("args", nargs="*", metavar="CONFIG_OR_OVERRIDE")
     d.add_argument("--from", dest="from_run", metavar="RUN_DIR",
                    help="start every sub-run from this run's final weights (and a context run's final context)")
@@ -527,6 +551,9 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--methods", metavar="M,M", help="with --env: any of eoh,eoh+es,sample,sample+es")
     d.add_argument("--out", metavar="DIR", help="with --env: the folder of the runs and the table "
                                                 "(default <grid.out_dir>/<grid.name or ahd>)")
+    d.add_argument("--merge", metavar="OUT.json", help="merge the adapt.json files given as arguments (other tasks, "
+                                                       "same settings, budgets and starting weights) into one table: "
+                                                       "OUT.json and OUT.md")
     d.set_defaults(func=cmd_adapt)
     g = sub.add_parser("baseline", help="prompt-only baseline from the field (GEPA) on the config's tasks",
                        description="Optimise the agent's context (agent.system_prompt and agent.examples' texts) with "

@@ -284,6 +284,13 @@ def figures(sub: SubRun) -> dict:
 
 
 # ---------------------------------------------------------------------- the command
+def table_text(name: str, start: dict, rows: list[dict], settings: list[str]) -> str:
+    """adapt.md: a heading naming the starting agent, then the table."""
+    return (f"# esopt adapt: {name}\n\nStarting agent: {start['from'] or start['model']} (weights "
+            f"{start['weights_hash'][:12]}). Held-out reward mean ± SE per setting; W/T/L: the paired held-out "
+            "difference (A - B, ± its SE) is above 2 SE / within / below.\n\n" + adapt_table.markdown(rows, settings))
+
+
 def run_adapt(config: str | Path, overrides: list[str], from_run: str | None = None, log=print) -> dict:
     """Plan (validating everything), run or skip every sub-run, write adapt.json and adapt.md;
     returns adapt.json's content."""
@@ -337,13 +344,9 @@ def run_adapt(config: str | Path, overrides: list[str], from_run: str | None = N
     result = {"config": str(config), "start": start, "settings": adapt.settings, "budgets": adapt.budgets,
               "tasks": adapt.tasks, "rows": rows, "totals": adapt_table.totals(rows),
               "failed": [c["run_dir"] for c in cells.values() if c["status"] == "failed"]}
-    table = adapt_table.markdown(rows, adapt.settings)
     atomic_write_text(root / "adapt.json", json.dumps(result, indent=1))
-    head = (f"# esopt adapt: {adapt.name}\n\nStarting agent: {start['from'] or start['model']} (weights "
-            f"{start['weights_hash'][:12]}). Held-out reward mean ± SE per setting; W/T/L: the paired held-out "
-            "difference (A - B, ± its SE) is above 2 SE / within / below.\n\n")
-    atomic_write_text(root / "adapt.md", head + table)
-    log(table)
+    atomic_write_text(root / "adapt.md", table_text(adapt.name, start, rows, adapt.settings))
+    log(adapt_table.markdown(rows, adapt.settings))
     log(f"[esopt] adapt: {root / 'adapt.json'}, {root / 'adapt.md'}"
         + (f"; {len(result['failed'])} sub-run(s) failed (see adapt.json)" if result["failed"] else ""))
     return result
