@@ -144,3 +144,12 @@ def test_assemble_places_slots_and_skills():
     plain = assemble(base, lib, Draw((False, False, False), (1, 0, 0)))
     assert plain.system_prompt == "" and plain.examples == ()
     assert assemble(base, LIB, Draw((False, False, False), (0, 0))) == AgentContext("base prompt", (), "window", 0)
+
+
+def test_most_likely_treats_float_residue_as_a_tie():
+    # the residue an exactly cancelling update leaves (seen in a run: 5.55e-17) neither includes a
+    # skill nor picks a slot alternative; a real margin does
+    g = Genome(LIB, [5.55e-17, 0.0, 1e-6, 0.0, 1e-17, -1.0, 0.3, 0.3 + 1e-12])
+    assert g.most_likely() == Draw((False, False, True), (0, 0))
+    g = Genome(LIB, [-1e-3, 2e-3, -5.55e-17, -1.0, 0.5, 0.0, 0.0, 1e-3])
+    assert g.most_likely() == Draw((False, True, False), (1, 1))

@@ -15,6 +15,9 @@ from ..config import ConfigError
 from .library import SkillLibrary
 
 
+TIE = 1e-9  # logits this close count as equal when choosing the most likely draw
+
+
 @dataclass(frozen=True)
 class Draw:
     """One sampled context: which skills are in, which alternative each slot takes."""
@@ -125,10 +128,13 @@ class Genome:
         return Draw(skills, slots)
 
     def most_likely(self) -> Draw:
-        """The mode: skills with p > 0.5 (exactly 0.5 leaves one out), each slot's most probable
-        alternative (the first on ties)."""
-        return Draw(tuple(bool(x > 0) for x in self.logits[: self.n_skills]),
-                    tuple(int(np.argmax(self.logits[lo:hi])) for lo, hi in self.bounds))
+        """The mode: skills with p > 0.5, each slot's most probable alternative. Logits within
+        TIE of a tie count as tied (updates that cancel exactly on paper leave ~1e-17 of float
+        residue, which must not decide a skill): a tied skill is left out, a tied slot takes its
+        first tied alternative."""
+        return Draw(tuple(bool(x > TIE) for x in self.logits[: self.n_skills]),
+                    tuple(int(np.flatnonzero(z >= z.max() - TIE)[0]) for z in
+                          (self.logits[lo:hi] for lo, hi in self.bounds)))
 
     def grad_log_prob(self, draw: Draw) -> np.ndarray:
         """d log p(draw) / d logits: x - p per skill, onehot - softmax per slot."""
