@@ -329,13 +329,20 @@ def cmd_report(a) -> int:
     return 0
 
 
+AHD_FLAGS = (("--budgets", "budgets"), ("--seeds", "seeds"), ("--methods", "methods"), ("--out", "out"))
+
+
+def _given(a, flags) -> list[str]:
+    """The flags of (flag, attribute) pairs that the command line set."""
+    return [flag for flag, attr in flags if getattr(a, attr)]
+
+
 def cmd_adapt(a) -> int:
     if a.merge:
         return _adapt_merge(a)
     if a.env:
         return _adapt_ahd(a)
-    ahd_only = [f for f, v in (("--budgets", a.budgets), ("--seeds", a.seeds), ("--methods", a.methods),
-                               ("--out", a.out)) if v]
+    ahd_only = _given(a, AHD_FLAGS)
     if ahd_only:
         raise SystemExit(f"esopt: error: {', '.join(ahd_only)} go with --env ahd-<problem> (heuristic design); "
                          "the adapt config's own settings are adapt.* overrides")
@@ -358,8 +365,7 @@ def _print_totals(totals: dict) -> None:
 
 def _adapt_merge(a) -> int:
     """esopt adapt --merge OUT.json A.json B.json ...: one table from adapt tables of other tasks."""
-    other = [f for f, v in (("--from", a.from_run), ("--env", a.env), ("--budgets", a.budgets), ("--seeds", a.seeds),
-                            ("--methods", a.methods), ("--out", a.out)) if v]
+    other = _given(a, (("--from", "from_run"), ("--env", "env"), *AHD_FLAGS))
     if other:
         raise SystemExit(f"esopt: error: --merge takes adapt.json files only, not {', '.join(other)}")
     from .coevo.adapt_merge import merge

@@ -47,10 +47,10 @@ def merge(out: str | Path, inputs: list[str | Path]) -> dict:
     tables = [_load(p) for p in paths]
     first, head = tables[0], paths[0]
     for path, t in zip(paths[1:], tables[1:]):
-        for key, what in (("settings", "settings"), ("budgets", "budgets")):
+        for key in ("settings", "budgets"):
             if t[key] != first[key]:
-                raise ConfigError(f"{path} has {what} {t[key]}, {head} has {first[key]}: only tables of the same "
-                                  f"{what} merge")
+                raise ConfigError(f"{path} has {key} {t[key]}, {head} has {first[key]}: only tables of the same "
+                                  f"{key} merge")
         if t["start"].get("weights_hash") != first["start"].get("weights_hash"):
             raise ConfigError(f"{path} started from other weights ({str(t['start'].get('weights_hash'))[:12]}) than "
                               f"{head} ({str(first['start'].get('weights_hash'))[:12]}): only tables of one "
