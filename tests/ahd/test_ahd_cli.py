@@ -75,12 +75,15 @@ def test_grid_table_skip_and_failure(tmp_path, hooks, capsys, monkeypatch):
         assert {(c["a"], c["b"]) for c in row["comparisons"]} == {("eoh+es", "eoh"), ("sample+es", "sample")}
         assert all(c["win"] + c["tie"] + c["loss"] == 2 for c in row["comparisons"])
         assert row["reference"] == 5.0
+        assert {m: sum(c.values()) for m, c in row["proposals"].items()} == \
+            {m: 2 * row["budget"] for m in ("eoh", "eoh+es", "sample", "sample+es")}  # every call, both seeds
     page = (out / "toy" / "eoh-es-b4-s0" / "report" / "report.html").read_text()
     best = json.loads((out / "toy" / "eoh-es-b4-s0" / "summary.json").read_text())["best"]
     assert "Heuristic search" in page and "ES steps" in page and "def entry(x):" in page
     assert (out / "toy" / "eoh-es-b4-s0" / "report" / "report-best.png").exists() and best["id"] in page
     md = (out / "ahd.md").read_text()
     assert "eoh+es vs eoh" in md and "| toy | 4 |" in md
+    assert "Proposals, summed over seeds" in md and "| toy | 4 | sample+es | 8 |" in md
     printed = capsys.readouterr().out
     assert "RESULT ahd_toy_eoh_es_vs_eoh_b2=W" in printed
     assert json.loads((out / "toy" / "reference.json").read_text()).keys() == {"0", "1"}
@@ -104,6 +107,7 @@ def test_grid_table_skip_and_failure(tmp_path, hooks, capsys, monkeypatch):
     row4 = [r for r in result["rows"] if r["budget"] == 4][0]
     sample = [c for c in row4["comparisons"] if c["b"] == "sample"][0]
     assert sample["seeds"] == [0]  # the failed seed is not paired
+    assert sum(row4["proposals"]["sample"].values()) == 4  # only the finished seed's proposals
 
     # a changed config is refused in one line, before anything runs
     changed = write(tmp_path, search={"validation": 3})
@@ -142,3 +146,27 @@ def test_seed_outcomes_and_cells_on_known_numbers():
     runs[("eoh", 2)] = s(2.0)  # differences 1, 1, -3: mean -1/3, a tie at 2 SE
     c = ahd_table.cell(runs, "eoh+es", "eoh")
     assert (c["win"], c["loss"]) == (2, 1) and c["outcome"] == "tie"
+
+
+def test_proposal_kinds():
+    recs = [
+        {"valid": True, "objective": 4.0, "parent_objective": 5.0},
+        {"valid": True, "objective": 5.0, "parent_objective": 5.0},
+        {"valid": True, "objective": 7.0, "parent_objective": 5.0},
+        {"valid": False, "reason": "duplicate of ref", "duplicate_of": "ref"},
+        {"valid": False, "reason": "duplicate of p3 (same batch)", "duplicate_of": "p3"},
+        {"valid": False, "reason": "no 'def priority(' in the reply"},
+        {"valid": False, "reason": "crash: priority raised TypeError: x (line 3)"},
+        {"valid": False, "reason": "crash: killed by SIGKILL"},
+        {"valid": False, "reason": "memory limit"},
+        {"valid": False, "reason": None},
+    ]
+    assert ahd_table.kinds_of(recs) == {
+        "better than its parent": 1, "valid, not better": 2, "copy of the reference": 1,
+        "copy of another proposal": 1, "no function": 1, "crash": 2, "memory limit": 1, "no reason recorded": 1}
+    row = {"problem": "p", "budget": 4, "reference": None, "methods": {}, "comparisons": [],
+           "proposals": {"eoh": {"crash": 3, "better than its parent": 1}, "sample": {"no function": 4}}}
+    md = ahd_table.markdown({"rows": [row], "totals": {}})
+    # the two valid kinds first, then the rest by their count over the table
+    assert "| method | proposals | better than its parent | valid, not better | no function | crash |" in md
+    assert "| p | 4 | eoh | 4 | 1 | 0 | 0 | 3 |" in md and "| p | 4 | sample | 4 | 0 | 0 | 4 | 0 |" in md

@@ -9,7 +9,8 @@ folder per run, and the table of X+ES against X (table.py).
             history.json                +ES only: the seed log; replaying it gives the final weights
             best.py                     the best heuristic's code
             summary.json                the outcome; its presence marks the run finished
-        ahd.json, ahd.md                the table over every finished run under <out>
+        ahd.json, ahd.md                the table over every finished run under <out>, and what
+                                        their proposals were (table.py)
 
 A re-run skips every run with a summary.json, restarts one without, and refuses a folder made
 with another config. A run that raises is recorded (ahd.json "failed", with its traceback) and
@@ -161,14 +162,31 @@ def _reference(root: Path, problem, cfg: AHDConfig, evaluate, seeds: list[int], 
     return known
 
 
+def _records(path: Path) -> list[dict] | None:
+    """A finished run's proposal records; None when the file is missing (a torn last line is skipped)."""
+    if not path.exists():
+        return None
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue
+    return out
+
+
 def collect(out: Path) -> tuple[list[dict], dict]:
     """Every finished run's summary under `out`, and every problem's reference objectives."""
     summaries, refs = [], {}
     for p in sorted(out.glob("*/*/summary.json")):
         try:
-            summaries.append(json.loads(p.read_text()))
+            summary = json.loads(p.read_text())
         except ValueError:
             continue
+        records = _records(p.parent / "proposals.jsonl")
+        if records is not None:
+            summary["proposal_kinds"] = ahd_table.kinds_of(records)
+        summaries.append(summary)
     for p in sorted(out.glob("*/reference.json")):
         try:
             refs[p.parent.name] = {s: v.get("objective") for s, v in json.loads(p.read_text()).items()}

@@ -6,10 +6,16 @@ a loss otherwise (a best heuristic that fails on the held-out instances loses to
 not; two failures tie). Per cell: the mean paired difference of held-out objectives over the
 seeds where both are valid (X - X+ES, so positive favours ES) with its SE, and the outcome of
 esopt adapt's rule on it (W above 2 SE, L below -2 SE, T otherwise: coevo/adapt_table.py).
+
+Below it, what the proposals were, per problem x budget x method summed over seeds: valid and
+better than its parent, valid and not better, a copy of the reference, a copy of another
+proposal, no function, then the first word of every other failure reason (crash, unparseable
+code, invalid output, wrong signature, ...).
 """
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 from ..coevo.adapt_table import compare
 from ..train.evaluate import mean_se
@@ -51,8 +57,32 @@ def cell(runs: dict, a: str, b: str) -> dict | None:
     return out
 
 
+BETTER, NOT_BETTER = "better than its parent", "valid, not better"
+
+
+def proposal_kind(rec: dict) -> str:
+    """The class of one proposals.jsonl record (see the module docstring)."""
+    if rec.get("valid"):
+        child, parent = rec.get("objective"), rec.get("parent_objective")
+        if all(isinstance(x, (int, float)) and math.isfinite(x) for x in (child, parent)) \
+                and child < parent - 1e-9 * max(1.0, abs(parent)):
+            return BETTER
+        return NOT_BETTER
+    if rec.get("duplicate_of") is not None:
+        return "copy of the reference" if rec["duplicate_of"] == "ref" else "copy of another proposal"
+    reason = str(rec.get("reason") or "no reason recorded").strip()
+    if reason.startswith("no 'def "):
+        return "no function"
+    return reason.split(":", 1)[0][:40]
+
+
+def kinds_of(records: list[dict]) -> dict[str, int]:
+    return dict(Counter(proposal_kind(r) for r in records))
+
+
 def build(summaries: list[dict], references: dict) -> dict:
-    """summaries: finished runs' summary.json; references: {problem: {seed: held-out objective}}."""
+    """summaries: finished runs' summary.json, each with its proposals' kinds_of() under
+    "proposal_kinds" where known; references: {problem: {seed: held-out objective}}."""
     grid: dict[tuple, dict] = {}
     for s in summaries:
         grid.setdefault((s["problem"], s["budget"]), {})[(s["method"], s["seed"])] = s
@@ -66,7 +96,12 @@ def build(summaries: list[dict], references: dict) -> dict:
                 mean, se = mean_se(ok) if ok else (None, None)
                 methods[m] = {"mean": mean, "se": se, "runs": len(vals), "valid": len(ok)}
         ref = [v for v in (references.get(problem) or {}).values() if isinstance(v, (int, float))]
+        proposals = {}
+        for (m, _), r in sorted(runs.items()):
+            if isinstance(r.get("proposal_kinds"), dict):
+                proposals.setdefault(m, Counter()).update(r["proposal_kinds"])
         rows.append({"problem": problem, "budget": budget, "methods": methods,
+                     "proposals": {m: dict(c) for m, c in proposals.items()},
                      "reference": mean_se(ref)[0] if ref else None,
                      "comparisons": [c for a, b in PAIRS if (c := cell(runs, a, b)) is not None]})
     totals: dict[str, dict[str, int]] = {}
@@ -108,4 +143,25 @@ def markdown(table: dict) -> str:
     if table["totals"]:
         lines += ["", "| comparison @ budget | seed wins | ties | losses |", "|---|---|---|---|"]
         lines += [f"| {k} | {v['win']} | {v['tie']} | {v['loss']} |" for k, v in table["totals"].items()]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + _proposals_lines(table["rows"])) + "\n"
+
+
+def _proposals_lines(rows: list[dict]) -> list[str]:
+    """The proposals table: one line per problem x budget x method, one column per kind."""
+    total = Counter()
+    for row in rows:
+        for c in (row.get("proposals") or {}).values():
+            total.update(c)
+    if not total:
+        return []
+    rest = sorted((k for k in total if k not in (BETTER, NOT_BETTER)), key=lambda k: (-total[k], k))
+    kinds = [BETTER, NOT_BETTER, *rest]
+    head = ["problem", "budget", "method", "proposals", *kinds]
+    lines = ["", "Proposals, summed over seeds:", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in rows:
+        for m in METHODS:
+            c = (row.get("proposals") or {}).get(m)
+            if c:
+                lines.append("| " + " | ".join([row["problem"], str(row["budget"]), m, str(sum(c.values())),
+                                                *(str(c.get(k, 0)) for k in kinds)]) + " |")
+    return lines
