@@ -133,3 +133,16 @@ def test_an_evaluator_that_raises_makes_the_child_invalid_and_the_search_goes_on
                  prob.instances("heldout", 2), None, records.append, log=lambda *_: None).run()
     assert records[0]["reason"] == "evaluator error: OSError: sandbox broke" and records[0]["reward"] == -1.0
     assert out.best["objective"] == 3.0 and out.calls == 4
+
+
+def test_bounded_reward_ranks_every_valid_child_above_an_invalid_one():
+    st = Settings("eoh", 4, 4, reward="bounded")
+    assert reward_of(4.0, 3.0, st) == pytest.approx(1.0 / 5.0) and reward_of(4.0, 4.0, st) == 0.0
+    assert reward_of(4.0, 3.0, st) > reward_of(4.0, 3.5, st) > 0 > reward_of(4.0, 5.0, st)  # monotone
+    invalid = reward_of(1.14, None, st)
+    assert invalid == -1.0
+    for child in (1.2, 54.2, 1e6, 1e300):  # however much worse, still above an invalid child
+        assert invalid < reward_of(1.14, child, st) < 0
+    assert 0 < reward_of(0.0, -1e-3, st) <= 1 and -1 <= reward_of(0.0, 5.0, st) < 0  # a zero parent objective
+    with pytest.raises(ValueError, match="allowed: absolute, relative, bounded"):
+        Settings("eoh", 4, 4, reward="ranked")

@@ -33,7 +33,7 @@ class SearchConfig(Strict):
     heldout: int = Field(16, ge=1)  # held-out instances: the final best heuristic only
     max_new_tokens: int = Field(384, ge=1)
     sampling: SamplingConfig = SamplingConfig(temperature=0.7, top_p=0.95)
-    reward: Literal["absolute", "relative"] = "absolute"
+    reward: Literal["absolute", "relative", "bounded"] = "absolute"
     invalid_reward: float = -1.0
     limits: LimitsConfig = LimitsConfig()
 

@@ -25,7 +25,9 @@ instances only; the held-out instances score the final best heuristic once, at t
 Reward of a proposal (what ES maximises): parent objective - child objective (objectives are
 minimised), where the parent objective is the parent's (m1, m2), the better parent's (e2),
 the population's best at the time of the batch (e1), or the reference's (sample); with
-reward="relative" the difference is divided by |parent objective|. An invalid child (no code,
+reward="relative" the difference is divided by |parent objective|; with reward="bounded" it is
+d / (|d| + |parent objective|), in (-1, 1), so that with invalid_reward <= -1 no valid child
+ranks below an invalid one (however much worse it is). An invalid child (no code,
 unparseable, wrong signature, failing in the sandbox, an invalid output) or a duplicate of a
 heuristic seen in an earlier batch gets `invalid_reward` (-1). A duplicate of an earlier reply
 in the same batch (the two members of a pair wrote the same code) gets that reply's reward,
@@ -64,7 +66,7 @@ class Settings:
     batch: int  # proposals per operator batch (= ES members with +ES)
     population: int = 4  # EoH population size
     seed: int = 0
-    reward: Literal["absolute", "relative"] = "absolute"
+    reward: Literal["absolute", "relative", "bounded"] = "absolute"
     invalid_reward: float = -1.0
     pair_prompts: bool = True  # proposals 2j and 2j+1 share a prompt (an antithetic pair)
 
@@ -76,8 +78,8 @@ class Settings:
                              f"({self.batch} proposals)")
         if self.population < 1:
             raise ValueError(f"the EoH population must hold at least 1 heuristic, got {self.population}")
-        if self.reward not in ("absolute", "relative"):
-            raise ValueError(f"unknown reward {self.reward!r}; allowed: absolute, relative")
+        if self.reward not in ("absolute", "relative", "bounded"):
+            raise ValueError(f"unknown reward {self.reward!r}; allowed: absolute, relative, bounded")
 
     @property
     def batches(self) -> int:
@@ -155,6 +157,8 @@ def reward_of(parent: float, child: float | None, settings: Settings) -> float:
     diff = parent - child
     if settings.reward == "relative":
         diff /= max(abs(parent), 1e-12)
+    elif settings.reward == "bounded":  # kept above -1 where the division rounds to it (a child 1e17x worse)
+        diff = max(diff / (abs(diff) + max(abs(parent), 1e-12)), math.nextafter(-1.0, 0.0))
     return float(diff)
 
 
