@@ -156,6 +156,7 @@ def test_proposal_kinds():
         {"valid": False, "reason": "duplicate of ref", "duplicate_of": "ref"},
         {"valid": False, "reason": "duplicate of p3 (same batch)", "duplicate_of": "p3"},
         {"valid": False, "reason": "no 'def priority(' in the reply"},
+        {"valid": False, "reason": "no top-level 'def priority(' in the code"},
         {"valid": False, "reason": "crash: priority raised TypeError: x (line 3)"},
         {"valid": False, "reason": "crash: killed by SIGKILL"},
         {"valid": False, "reason": "memory limit"},
@@ -163,7 +164,7 @@ def test_proposal_kinds():
     ]
     assert ahd_table.kinds_of(recs) == {
         "better than its parent": 1, "valid, not better": 2, "copy of the reference": 1,
-        "copy of another proposal": 1, "no function": 1, "crash": 2, "memory limit": 1, "no reason recorded": 1}
+        "copy of another proposal": 1, "no function": 1, "no top-level function": 1, "crash": 2, "memory limit": 1, "no reason recorded": 1}
     row = {"problem": "p", "budget": 4, "reference": None, "methods": {}, "comparisons": [],
            "proposals": {"eoh": {"crash": 3, "better than its parent": 1}, "sample": {"no function": 4}}}
     md = ahd_table.markdown({"rows": [row], "totals": {}})

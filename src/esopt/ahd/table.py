@@ -9,8 +9,8 @@ esopt adapt's rule on it (W above 2 SE, L below -2 SE, T otherwise: coevo/adapt_
 
 Below it, what the proposals were, per problem x budget x method summed over seeds: valid and
 better than its parent, valid and not better, a copy of the reference, a copy of another
-proposal, no function, then the first word of every other failure reason (crash, unparseable
-code, invalid output, wrong signature, ...).
+proposal, no function (or none at top level), then what comes before the colon of every
+other failure reason (crash, unparseable code, invalid output, wrong signature, ...).
 """
 from __future__ import annotations
 
@@ -73,6 +73,8 @@ def proposal_kind(rec: dict) -> str:
     reason = str(rec.get("reason") or "no reason recorded").strip()
     if reason.startswith("no 'def "):
         return "no function"
+    if reason.startswith("no top-level 'def "):  # a def nested in a class or function, say
+        return "no top-level function"
     return reason.split(":", 1)[0][:40]
 
 
