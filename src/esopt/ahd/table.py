@@ -75,7 +75,7 @@ def proposal_kind(rec: dict) -> str:
         return "no function"
     if reason.startswith("no top-level 'def "):  # a def nested in a class or function, say
         return "no top-level function"
-    return reason.split(":", 1)[0][:40]
+    return reason.split(":", 1)[0][:40].replace("|", "/")  # a table column's name
 
 
 def kinds_of(records: list[dict]) -> dict[str, int]:
