@@ -165,8 +165,8 @@ def test_proposal_kinds():
     ]
     assert ahd_table.kinds_of(recs) == {
         "better than its parent": 1, "valid, not better": 2, "copy of the reference": 1,
-        "copy of another proposal": 1, "no function": 1, "no top-level function": 1, "crash": 2, "memory limit": 1, "no reason recorded": 1,
-        "odd / kind": 1}
+        "copy of another proposal": 1, "no function": 1, "no top-level function": 1, "crash": 2,
+        "memory limit": 1, "no reason recorded": 1, "odd / kind": 1}
     row = {"problem": "p", "budget": 4, "reference": None, "methods": {}, "comparisons": [],
            "proposals": {"eoh": {"crash": 3, "better than its parent": 1}, "sample": {"no function": 4}}}
     md = ahd_table.markdown({"rows": [row], "totals": {}})
