@@ -27,6 +27,7 @@ import yaml
 
 from ..config import ConfigError
 from ..es.history import History, atomic_write_text
+from ..utils.jsonl import read_jsonl
 from . import table as ahd_table
 from .config import AHDConfig
 
@@ -162,19 +163,6 @@ def _reference(root: Path, problem, cfg: AHDConfig, evaluate, seeds: list[int], 
     return known
 
 
-def _records(path: Path) -> list[dict] | None:
-    """A finished run's proposal records; None when the file is missing (a torn last line is skipped)."""
-    if not path.exists():
-        return None
-    out = []
-    for line in path.read_text().splitlines():
-        try:
-            out.append(json.loads(line))
-        except ValueError:
-            continue
-    return out
-
-
 def collect(out: Path) -> tuple[list[dict], dict]:
     """Every finished run's summary under `out`, and every problem's reference objectives."""
     summaries, refs = [], {}
@@ -183,9 +171,9 @@ def collect(out: Path) -> tuple[list[dict], dict]:
             summary = json.loads(p.read_text())
         except ValueError:
             continue
-        records = _records(p.parent / "proposals.jsonl")
-        if records is not None:
-            summary["proposal_kinds"] = ahd_table.kinds_of(records)
+        proposals = p.parent / "proposals.jsonl"
+        if proposals.exists():  # torn or garbage lines are skipped
+            summary["proposal_kinds"] = ahd_table.kinds_of(read_jsonl(proposals)[0])
         summaries.append(summary)
     for p in sorted(out.glob("*/reference.json")):
         try:
