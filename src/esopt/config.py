@@ -38,7 +38,7 @@ class ESConfig(Strict):
     alpha: Schedule = Schedule(start=2e-3, end=2e-3, schedule="constant")
     shaping: Literal["zscore", "centered_rank", "none"] = "zscore"
     scope: Union[Literal["full", "all_linear"], list[str]] = "full"
-    noise: Literal["gaussian", "table", "lowrank"] = "gaussian"
+    noise: Literal["gaussian", "table", "counter", "lowrank"] = "gaussian"
     table_size: int = Field(1 << 25, ge=1 << 22)  # floats in the shared noise table (es.noise=table)
     rank: int = Field(1, ge=1)  # rank of A B^T per linear weight (es.noise=lowrank)
     # es.noise=lowrank: in-scope tensors that are not linear weights (norms, embeddings, biases):

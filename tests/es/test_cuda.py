@@ -2,9 +2,11 @@
 
 Skipped where there is no GPU (CI has none); run on one with `pytest -m gpu tests/es/test_cuda.py`.
 What they pin down: restore is bit-exact on the device in every dtype; perturbations and updates
-made on the device are the CPU's bits (noise and the update's sum are made on the CPU), so a run
-trained on a GPU resumes, replays and exports on a CPU to the same weights hash; the ES and GRPO
-trainers run end to end with weights on the device.
+made on the device are the CPU's bits (table and counter noise are made on the device, Gaussian
+noise on the CPU; low-rank updates are summed on the device), so a run trained on a GPU resumes,
+replays and exports on a CPU to the same weights hash; table and counter noise never cross from
+the host during perturb, restore and update; the ES and GRPO trainers run end to end with weights
+on the device.
 """
 import os
 
@@ -12,7 +14,7 @@ import pytest
 import torch
 
 from esopt.es.lowrank import LowRankPerturber
-from esopt.es.noise import GaussianNoise, TableNoise
+from esopt.es.noise import CounterNoise, GaussianNoise, TableNoise, tensor_noise
 from esopt.es.perturb import Perturber, weights_hash
 
 from test_fidelity import SIGMAS, Awkward, Weights, assert_bits_equal, bits
@@ -36,11 +38,48 @@ def test_restore_every_bit_pattern_on_the_device(dtype):
         assert_bits_equal(model, snap, f"cycle {i}, scale {scale}")
 
 
-@pytest.mark.parametrize("noise", ["gaussian", "table"])
+NOISES = {"gaussian": GaussianNoise, "table": lambda: TableNoise(1 << 22), "counter": CounterNoise}
+
+
+@pytest.mark.parametrize("noise", ["table", "counter"])
+def test_noise_is_made_on_the_device(noise):
+    """The chunks perturb, restore and update read lie on the weights' device, and the same bits as the CPU's."""
+    source = NOISES[noise]()
+    for n in (5, (1 << 20) + 17):
+        assert torch.equal(tensor_noise(3, "w", n, source, DEVICE).cpu(), tensor_noise(3, "w", n, source, "cpu"))
+    model = Weights(torch.float32).to(DEVICE)
+    pert = Perturber(model, noise=source)
+    for name, start, chunk, eps in pert._chunks(7):
+        assert eps.device == chunk.device and chunk.device.type == torch.device(DEVICE).type, (name, start)
+
+
+@pytest.mark.skipif(DEVICE != "cuda", reason="counts host-to-device copies on a CUDA device")
+@pytest.mark.parametrize("noise", ["table", "counter"])
+def test_no_host_copies_in_perturb_restore_update(noise):
+    from torch.profiler import ProfilerActivity, profile
+
+    model = Weights(torch.float32).to(DEVICE)
+    pert = Perturber(model, noise=NOISES[noise]())
+    with pert.perturbed(1, 1e-2, 1):  # the first use copies the table / quantiles to the device once
+        pass
+    pert.apply_update([1, 2], [1.0, -1.0], 1e-3, 2)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for seed in range(3):
+            with pert.perturbed(10 + seed, 1e-2, -1):
+                pass
+        pert.apply_update([10, 11, 12], [1.0, -0.5, 0.25], 1e-3, 3)
+        torch.cuda.synchronize()
+    copies = [e.name for e in prof.events() if "HtoD" in e.name]
+    # corrections' counts come back to the host (DtoH); nothing of the noise goes out to the device
+    assert not copies, copies[:5]
+
+
+@pytest.mark.parametrize("noise", ["gaussian", "table", "counter"])
 @pytest.mark.parametrize("rounding", ["compensated", "stochastic", "nearest"])
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_device_perturbations_and_updates_are_the_cpus_bits(dtype, rounding, noise):
-    make = (lambda: TableNoise(1 << 22)) if noise == "table" else GaussianNoise
+    make = NOISES[noise]
     cpu, dev = Weights(getattr(torch, dtype)), Weights(getattr(torch, dtype)).to(DEVICE)
     pc, pd = Perturber(cpu, noise=make(), rounding=rounding), Perturber(dev, noise=make(), rounding=rounding)
     for t in range(4):
@@ -71,6 +110,21 @@ def test_lowrank_on_the_device(dtype, tiny_model):
     assert weights_hash(model) != before
 
 
+@pytest.mark.parametrize("rank", [1, 2])
+@pytest.mark.parametrize("rounding", ["compensated", "stochastic", "nearest"])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_lowrank_updates_on_the_device_are_the_cpus_bits(dtype, rounding, rank):
+    from conftest import tiny_llama
+
+    cpu = tiny_llama(hidden=96).to(getattr(torch, dtype))
+    dev = tiny_llama(hidden=96).to(getattr(torch, dtype)).to(DEVICE)
+    pc, pd = (LowRankPerturber(m, rank=rank, scope="full", rounding=rounding) for m in (cpu, dev))
+    for t in range(3):
+        pc.apply_update([10 + t, 20 + t], [1.0, -0.5], 5e-2, 4)
+        pd.apply_update([10 + t, 20 + t], [1.0, -0.5], 5e-2, 4)
+        assert weights_hash(cpu) == weights_hash(dev), f"update {t}"
+
+
 def _replay_on_cpu(run_path):
     """Load the base model on the CPU and replay the run's history (each generation's weights hash
     is verified against the one the GPU run recorded); returns the final hash."""
@@ -85,14 +139,16 @@ def _replay_on_cpu(run_path):
     return weights_hash(model)
 
 
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_es_trains_on_the_device_and_replays_on_the_cpu(tiny_cfg, dtype):
+@pytest.mark.parametrize("dtype,noise", [("float32", "gaussian"), ("bfloat16", "gaussian"), ("float32", "counter"),
+                                         ("bfloat16", "table"), ("bfloat16", "lowrank")])
+def test_es_trains_on_the_device_and_replays_on_the_cpu(tiny_cfg, dtype, noise):
     import json
 
     from esopt.train.rundir import RunDir
     from esopt.train.trainer import Trainer
 
-    cfg = tiny_cfg(f"runtime.device={DEVICE}", f"runtime.dtype={dtype}", f"run.name=cuda-{dtype}", "es.sigma.start=0.05",
+    cfg = tiny_cfg(f"runtime.device={DEVICE}", f"runtime.dtype={dtype}", f"run.name=cuda-{dtype}-{noise}",
+                   f"es.noise={noise}", "es.table_size=4194304", "es.sigma.start=0.05",
                    "es.sigma.end=0.05", "es.alpha.start=0.05", "es.alpha.end=0.05")
     tr = Trainer(cfg, RunDir.create(cfg), log=lambda *a: None)
     assert next(tr.model.parameters()).device.type == torch.device(DEVICE).type

@@ -54,7 +54,7 @@ def test_table_restore_bit_exact_and_update_reference(table):
 
 
 def test_make_noise_errors():
-    with pytest.raises(ValueError, match="allowed: gaussian, table"):
+    with pytest.raises(ValueError, match="allowed: gaussian, table, counter"):
         make_noise("uniform")
     with pytest.raises(ValueError, match="table_size"):
         make_noise("table", 1000)

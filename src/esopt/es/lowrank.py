@@ -26,9 +26,9 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
-from .noise import stream_key
+from .noise import CHUNK, stream_key
 from .perturb import Perturber, merge_seeds, select_parameters
-from .rounding import LOW_PRECISION, add_update, rounding_key
+from .rounding import LOW_PRECISION, add_update, rounding_key, uniforms
 
 
 class LowRankPerturber:
@@ -90,10 +90,10 @@ class LowRankPerturber:
         b = torch.randn(in_f, self.rank, generator=g)
         return a, b
 
-    def delta(self, seed: int, name: str, mod: nn.Linear) -> torch.Tensor:
+    def delta(self, seed: int, name: str, mod: nn.Linear, device=None) -> torch.Tensor:
         """The member's full perturbation direction of one weight: A B^T / sqrt(r) (unit-variance entries)."""
         a, b = self.factors(seed, name, mod.out_features, mod.in_features)
-        return (a @ b.T) / math.sqrt(self.rank)
+        return _outer(a.to(device or "cpu"), b.to(device or "cpu"), self.rank)
 
     @contextmanager
     def side_terms(self, seeds: list[int], scales: list[float], row_member: torch.Tensor):
@@ -148,20 +148,43 @@ class LowRankPerturber:
             return
         step = float(alpha) / float(population)
         for name, mod in self.linears:
-            acc = torch.zeros(mod.out_features, mod.in_features, dtype=torch.float32)
-            for s, c in merged.items():
-                acc.add_(self.delta(s, name, mod), alpha=c)
             w = mod.weight.data
-            if w.dtype in LOW_PRECISION and self.rounding != "nearest":
-                comp = None
-                if self.rounding == "compensated":
-                    if name not in self.compensation:
-                        self.compensation[name] = torch.zeros(w.numel(), dtype=torch.bfloat16)
-                    comp = self.compensation[name]
-                add_update(w.view(-1), acc.mul_(step).view(-1), self.rounding, rounding_key(seeds, name, 0), comp)
-            else:
-                w.add_((acc * step).to(w.device, w.dtype))
+            # made on the weights' device, a block of rows at a time (no full-size float32 transient of a
+            # large matrix such as the output head): elementwise, so the blocks give the same bits as one piece
+            block = max(1, CHUNK // mod.in_features)
+            comp = None
+            if w.dtype in LOW_PRECISION and self.rounding == "compensated":
+                if name not in self.compensation:
+                    self.compensation[name] = torch.zeros(w.numel(), dtype=torch.bfloat16)
+                comp = self.compensation[name]
+            # stochastic rounding: the tensor's uniforms from one Philox stream, as when it was one piece
+            u = (uniforms(rounding_key(seeds, name, 0), w.numel())
+                 if w.dtype in LOW_PRECISION and self.rounding == "stochastic" else None)
+            factors = [(*(f.to(w.device) for f in self.factors(s, name, mod.out_features, mod.in_features)), c)
+                       for s, c in merged.items()]
+            for lo in range(0, mod.out_features, block):
+                rows = slice(lo, min(lo + block, mod.out_features))
+                acc = torch.zeros((rows.stop - rows.start, mod.in_features), dtype=torch.float32, device=w.device)
+                for a, b, c in factors:
+                    acc.add_(_outer(a[rows], b, self.rank), alpha=c)
+                part = w[rows].view(-1)
+                if w.dtype in LOW_PRECISION and self.rounding != "nearest":
+                    flat = slice(rows.start * mod.in_features, rows.stop * mod.in_features)
+                    add_update(part, acc.mul_(step).view(-1), self.rounding,
+                               compensation=None if comp is None else comp[flat], u=None if u is None else u[flat])
+                else:
+                    part.add_((acc * step).view(-1).to(w.dtype))
 
+
+def _outer(a: torch.Tensor, b: torch.Tensor, rank: int) -> torch.Tensor:
+    """A B^T / sqrt(r) for A (rows x r), B (in x r): element (i, j) is a_i0 b_j0, then + a_ik b_jk for
+    k = 1..r-1 one fused multiply-add at a time, then / sqrt(r). Elementwise operations in a fixed order,
+    so every device makes the same bits (a matmul's summation order is its library's choice; on the CPU
+    it is this order for the ranks tried), and a block of rows equals those rows of the whole."""
+    out = a[:, :1] * b[:, 0]
+    for k in range(1, rank):
+        out.addcmul_(a[:, k : k + 1], b[:, k])
+    return out.div_(math.sqrt(rank))
 
 def _make_hook(a, b, scale, row_member):
     # gathered once per context, not per forward: each row's own factors, A already scaled

@@ -149,13 +149,20 @@ class Perturber:
         """
         for name, p in self.params:
             flat = p.data.view(-1)
-            stream = self.noise.stream(seed, name, flat.numel())
+            stream = self.noise.stream(seed, name, flat.numel(), p.device)
+            where = self.noise_device(p)
             for sl in chunk_slices(flat.numel()):
-                yield name, sl.start, flat[sl], stream.next_chunk(out=self._buf.get("eps", sl.stop - sl.start))
+                yield name, sl.start, flat[sl], stream.next_chunk(out=self._buf.get("eps", sl.stop - sl.start,
+                                                                                    device=where))
+
+    def noise_device(self, p: torch.Tensor) -> torch.device:
+        """Where the noise of parameter p is made: its own device, except for sources that draw on the
+        host (`gaussian`: each chunk is then copied to the weights' device)."""
+        return getattr(self.noise, "draws_on", lambda _: torch.device("cpu"))(p.device)
 
     def _delta(self, eps: torch.Tensor, scale: float, like: torch.Tensor) -> torch.Tensor:
         """scale * eps in the chunk's dtype and device, in a reused buffer."""
-        scaled = torch.mul(eps, scale, out=self._buf.get("scaled", eps.numel()))
+        scaled = torch.mul(eps, scale, out=self._buf.get("scaled", eps.numel(), device=eps.device))
         if like.dtype == torch.float32 and like.device == scaled.device:
             return scaled
         return self._buf.get("delta", eps.numel(), like.dtype, like.device).copy_(scaled)
@@ -226,11 +233,12 @@ class Perturber:
         step = float(alpha) / float(population)
         for name, p in self.params:
             flat = p.data.view(-1)
-            streams = [(self.noise.stream(s, name, flat.numel()), c) for s, c in merged.items()]
+            where = self.noise_device(p)  # the sum is made where the noise is (on the device for table/counter)
+            streams = [(self.noise.stream(s, name, flat.numel(), p.device), c) for s, c in merged.items()]
             for sl in chunk_slices(flat.numel()):
                 n = sl.stop - sl.start
-                acc = self._buf.get("acc", n).zero_()
-                eps = self._buf.get("eps", n)
+                acc = self._buf.get("acc", n, device=where).zero_()
+                eps = self._buf.get("eps", n, device=where)
                 for stream, c in streams:
                     acc.add_(torch.mul(stream.next_chunk(out=eps), c, out=eps))
                 chunk = flat[sl]

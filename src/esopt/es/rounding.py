@@ -64,11 +64,11 @@ def stochastic_round(target: torch.Tensor, dtype: torch.dtype, u: torch.Tensor) 
 
 
 def add_update(chunk: torch.Tensor, delta: torch.Tensor, rounding: str, key: int = 0,
-               compensation: torch.Tensor | None = None) -> None:
+               compensation: torch.Tensor | None = None, u: torch.Tensor | None = None) -> None:
     """chunk += delta (float32) in place, rounded as `rounding` says for low-precision chunks.
 
     `compensated` needs `compensation`: a bfloat16 CPU tensor of the chunk's size, updated in
-    place; `stochastic` draws its numbers from the Philox stream `key`.
+    place; `stochastic` draws its numbers from the Philox stream `key` (or takes them as `u`).
     """
     if chunk.dtype not in LOW_PRECISION or rounding == "nearest":
         chunk.add_(delta.to(chunk.device, chunk.dtype))
@@ -78,7 +78,7 @@ def add_update(chunk: torch.Tensor, delta: torch.Tensor, rounding: str, key: int
         compensation.copy_(target.sub_(chunk.float()).to("cpu", torch.bfloat16))
     elif rounding == "stochastic":
         target = chunk.float().add_(delta.to(chunk.device))
-        chunk.copy_(stochastic_round(target, chunk.dtype, uniforms(key, chunk.numel())))
+        chunk.copy_(stochastic_round(target, chunk.dtype, uniforms(key, chunk.numel()) if u is None else u))
     else:
         raise ValueError(f"unknown es.update_rounding {rounding!r}; allowed: {', '.join(ROUNDINGS)}")
 
