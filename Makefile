@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install install-webarena demo test clean
+.PHONY: install install-webarena demo test clean gpu-carry
 
 $(BIN)/python:
 	$(shell command -v $(PY) >/dev/null 2>&1 && echo $(PY) || echo python3) -m venv $(VENV)
@@ -31,6 +31,11 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+# What a GPU machine without network needs for `esopt bench gpu` (wheels it lacks in .whl/, the model's
+# tokenizer and its GGUF in two parts in .dev/gpu/; both git-ignored): docs/results.md has the commands.
+gpu-carry: $(STAMP)
+	$(BIN)/python -m esopt.bench.gpu_carry .
 
 clean:
 	rm -rf $(VENV) runs

@@ -296,6 +296,11 @@ def cmd_bench(a) -> int:
         from .bench.distributed import main
 
         main(config, overrides, a.out or "bench-results/ray.json", cores=a.workers or 2, repeats=max(a.repeats or 2, 1))
+    elif a.name == "gpu":
+        from .bench.gpu import main
+
+        main(config, overrides, a.out or ("bench-results/gpu-tiny.json" if a.tiny else "bench-results/gpu.json"),
+             sections=a.sections.split(",") if a.sections else None, tiny=a.tiny, tokenizer=a.tokenizer)
     elif a.name == "horizon":
         from .bench.horizon import main
 
@@ -492,7 +497,7 @@ def build_parser() -> argparse.ArgumentParser:
     x.set_defaults(func=cmd_export)
     b = sub.add_parser("bench", help="benchmarks (print RESULT lines, write JSON)")
     b.add_argument("name", choices=["es-memory", "memory", "perturb", "throughput", "compare", "population",
-                                    "precision", "horizon", "multiturn", "decode", "web", "ray"])
+                                    "precision", "horizon", "multiturn", "decode", "web", "ray", "gpu"])
     b.add_argument("args", nargs="*", metavar="CONFIG_OR_OVERRIDE")
     b.add_argument("--out", help="JSON output path")
     b.add_argument("--context", action="store_true",
@@ -527,6 +532,12 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--workers", type=int, default=None,
                    help="ray: total cores N compared (default 2): one process with N threads, 1 Ray worker x N "
                         "threads, N Ray workers x 1 thread")
+    b.add_argument("--sections", help="gpu: comma-separated subset of demo-float32,demo-bfloat16,4b,27b (default: all; "
+                                      "the others are kept from an earlier --out with the same settings)")
+    b.add_argument("--tokenizer", help="gpu: tokenizer of the random-weight 4b/27b models, a folder or model name "
+                                       "(default: the config's model's)")
+    b.add_argument("--tiny", action="store_true",
+                   help="gpu: every section at tiny shapes on the CPU (a check of the bench itself, seconds)")
     b.add_argument("--grpo-sequences", type=int, default=None,
                    help="memory: GRPO updates on the longest N turn sequences (default: two micro-batches; 0: all)")
     b.set_defaults(func=cmd_bench)
