@@ -197,7 +197,7 @@ def cmd_eval(a) -> int:
         torch.set_num_threads(cfg.runtime.threads)
     if a.split == "validation" and not cfg.tasks.validation:
         raise ConfigError("--split validation needs a validation split: add tasks.validation=N (e.g. 64)")
-    stats, episodes = evaluate(HFPolicy(model, tok, cfg.agent.batch_size), TaskSource(cfg.env, cfg.tasks, cfg.run.seed),
+    stats, episodes = evaluate(HFPolicy(model, tok, cfg.agent.batch_size, decode=cfg.agent.decode), TaskSource(cfg.env, cfg.tasks, cfg.run.seed),
                                cfg, seed=derive_seed("eval", cfg.run.seed), split=a.split, context=context)
     name = "held-out" if a.split == "heldout" else "validation"
     if a.out:
@@ -257,7 +257,8 @@ def cmd_bench(a) -> int:
         main(config, overrides, a.out or "bench-results/compare.json", _ints(a.seeds or "0,1,2", "--seeds"),
              grpo_lrs=_floats(a.grpo_lrs, "--grpo-lrs") if a.grpo_lrs else None,
              es_sigmas=_floats(a.es_sigmas, "--es-sigmas") if a.es_sigmas else None,
-             tune_seeds=_ints(a.tune_seeds, "--tune-seeds") if a.tune_seeds else None, jobs=a.jobs)
+             tune_seeds=_ints(a.tune_seeds, "--tune-seeds") if a.tune_seeds else None, jobs=a.jobs,
+             budget_seconds=a.budget_seconds)
     elif a.name == "population":
         from .bench.population import main
 
@@ -296,6 +297,13 @@ def cmd_bench(a) -> int:
         from .bench.distributed import main
 
         main(config, overrides, a.out or "bench-results/ray.json", cores=a.workers or 2, repeats=max(a.repeats or 2, 1))
+    elif a.name == "dtype":
+        from .bench.dtype import main, parity
+
+        if a.seeds:
+            parity(config, overrides, a.out or "bench-results/dtype-parity.json", _ints(a.seeds, "--seeds"), jobs=a.jobs)
+        else:
+            main(config, overrides, a.out or "bench-results/dtype.json", max(a.repeats or 3, 1))
     elif a.name == "gpu":
         from .bench.gpu import main
 
@@ -497,7 +505,7 @@ def build_parser() -> argparse.ArgumentParser:
     x.set_defaults(func=cmd_export)
     b = sub.add_parser("bench", help="benchmarks (print RESULT lines, write JSON)")
     b.add_argument("name", choices=["es-memory", "memory", "perturb", "throughput", "compare", "population",
-                                    "precision", "horizon", "multiturn", "decode", "web", "ray", "gpu"])
+                                    "precision", "horizon", "multiturn", "decode", "web", "ray", "gpu", "dtype"])
     b.add_argument("args", nargs="*", metavar="CONFIG_OR_OVERRIDE")
     b.add_argument("--out", help="JSON output path")
     b.add_argument("--context", action="store_true",
@@ -506,25 +514,29 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--repeats", type=int, default=None,
                    help="es-memory (default 3) / memory (default 1): fresh-process runs of each phase; "
                         "perturb (default 3): timed rounds; multiturn (default 3): rollouts; decode (default 3): "
-                        "batches; medians are compared; "
+                        "batches; dtype (default 3): rounds per batch size; medians are compared; "
                         "web (default 12): episodes per env; ray (default 2): timed generations per setup")
     b.add_argument("--tasks", help="memory: comma-separated subset of 4x4-demo,9x9-h5,9x9-h10,9x9-h15 (default: all); "
                                    "horizon: horizons as 4x4-bN / 9x9-hN, N blanks and 3N turns "
                                    "(default 4x4-b2,4x4-b4,4x4-b6; the paper's: 9x9-h5,9x9-h10,9x9-h15)")
     b.add_argument("--seeds", help="compare: run seeds of the final runs of each method's chosen setting "
-                                   "(default 0,1,2); horizon: run seeds (default 0,1)")
+                                   "(default 0,1,2); horizon: run seeds (default 0,1); dtype: a learning-parity "
+                                   "check of float32 vs bfloat16 over these seeds instead of the speed figures")
     b.add_argument("--grpo-lrs", help="compare: GRPO learning rates swept (default 1e-6,1e-5,1e-4)")
     b.add_argument("--es-sigmas", help="compare: ES sigma.start values swept, sigma.end scaled alike "
                                        "(default: the config's sigma x 0.5,1,2); as many as --grpo-lrs")
     b.add_argument("--tune-seeds", help="compare: run seeds of the sweep, chosen on validation (default: the first of "
                                         "--seeds)")
+    b.add_argument("--budget-seconds", type=float, default=None,
+                   help="compare: every run trains for this many seconds (evaluations excluded; run.budget_seconds) "
+                        "instead of equal episodes; es.generations is then the most updates a run may make")
     b.add_argument("--grpo-lr", type=float, default=None,
                    help="horizon: GRPO learning rate (default: grpo_best_lr of compare.json beside --out, else 1e-5)")
     b.add_argument("--es-sigma", type=float, default=None,
                    help="horizon: ES sigma.start, sigma.end scaled alike (default: es_best_sigma of compare.json "
                         "beside --out, else the config's)")
     b.add_argument("--jobs", type=int, default=1,
-                   help="compare, horizon: training runs side by side (default 1; seconds are then shared-machine "
+                   help="compare, horizon, dtype --seeds: training runs side by side (default 1; seconds are then shared-machine "
                         "figures; give each run its share of the cores with runtime.threads)")
     b.add_argument("--models", help="population: comma-separated backbones, weaker first (aliases, folders, exports)")
     b.add_argument("--populations", help="population: comma-separated population sizes (default 8,16)")
@@ -532,7 +544,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--workers", type=int, default=None,
                    help="ray: total cores N compared (default 2): one process with N threads, 1 Ray worker x N "
                         "threads, N Ray workers x 1 thread")
-    b.add_argument("--sections", help="gpu: comma-separated subset of demo-float32,demo-bfloat16,4b,27b (default: all; "
+    b.add_argument("--sections", help="gpu: comma-separated subset of demo-float32,demo-bfloat16,4b,27b,compiled (default: all; "
                                       "the others are kept from an earlier --out with the same settings)")
     b.add_argument("--tokenizer", help="gpu: tokenizer of the random-weight 4b/27b models, a folder or model name "
                                        "(default: the config's model's)")

@@ -144,6 +144,9 @@ class AgentConfig(Strict):
         return "off" if v is False else v
     max_new_tokens: int = Field(16, ge=1)
     batch_size: int = Field(64, ge=1)  # episodes decoded together
+    # KV caches: dynamic (grow as tokens are decoded), static (preallocated, fixed shapes) or compiled (static,
+    # and on CUDA a compiled forward whose CUDA graphs replay a decode step in one launch); models/static.py
+    decode: Literal["dynamic", "static", "compiled"] = "dynamic"
     sampling: SamplingConfig = SamplingConfig()
 
 
@@ -163,6 +166,9 @@ class RunConfig(Strict):
     out_dir: str = "runs"
     name: str | None = None  # run folder name; default: <env>-<timestamp>
     failure_reward: float = 0.0  # reward of an episode whose rollout raised
+    # stop training once its updates have taken this many seconds (evaluations excluded; train/loop.py):
+    # runs compared at equal wall-clock (`esopt bench compare --budget-seconds`); none: every update runs
+    budget_seconds: float | None = Field(None, gt=0)
 
 
 class SkillEntry(Strict):

@@ -31,6 +31,11 @@ def test_bench_gpu_tiny_runs_every_section_and_phase(esopt_cache, tmp_path, caps
     assert results["gpu_es_over_inference_time"] == pytest.approx(demo["es-table"]["seconds"] / demo["inference"]["seconds"])
     assert results["gpu_es_episodes_per_s_over_grpo"] == pytest.approx(
         demo["es-table"]["episodes_per_s"] / demo["grpo"]["episodes_per_s"])
+    comp = data["sections"]["compiled"]["phases"]
+    assert comp["inference+compiled"]["warmup_seconds"] > 0  # the compiled decode: a warm-up run, then timed
+    assert data["sections"]["compiled"]["dtype"] == "float32"
+    assert results["gpu_compiled_over_dynamic_inference_time"] == pytest.approx(
+        comp["inference+compiled"]["seconds"] / comp["inference"]["seconds"])
     for name in ISSUE_FIGURES:
         assert name in results
     assert set(data["not_measured"]) >= {"gpu_4b_es_over_inference_peak", "gpu_27b_es_peak_gb"}

@@ -184,3 +184,25 @@ def test_grpo_trains_on_the_device(esopt_cache, tmp_path):
     assert main(args) == 0
     summary = json.loads((tmp_path / "g" / "summary.json").read_text())
     assert summary["algo"] == "grpo" and summary["generations"] == 2
+
+
+def test_compiled_decoding_reads_in_place_perturbations(esopt_cache, dtype="float32"):
+    """agent.decode=compiled (static caches; on CUDA a compiled forward replayed as CUDA graphs): greedy
+    replies equal the dynamic path's, before and after an in-place perturbation (the captured graph
+    reads the perturbed weights), and again after restore. float32 only: in bfloat16 attention over a
+    static cache sums in another order, and a tiny random model's near-tied logits then flip."""
+    from esopt.models import HFPolicy, load_model
+
+    model, tok = load_model("tiny-llama", dtype, DEVICE)
+    eager, compiled = HFPolicy(model, tok, decode="dynamic"), HFPolicy(model, tok, decode="compiled")
+    convs = [[{"role": "user", "content": f"cell {i} " * (1 + i % 3)}] for i in range(5)]
+    pert = Perturber(model)
+    base = eager.generate(convs, 12)
+    for _ in range(2):  # the second call replays what the first one compiled and captured
+        assert compiled.generate(convs, 12) == base
+    corr = pert.perturb(seed=3, scale=0.5)
+    moved = eager.generate(convs, 12)
+    assert moved != base  # the perturbation changes the replies (the comparison can fail)
+    assert compiled.generate(convs, 12) == moved
+    pert.restore(seed=3, scale=0.5, corrections=corr)
+    assert compiled.generate(convs, 12) == base

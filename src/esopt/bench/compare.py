@@ -31,6 +31,14 @@ see the same number of puzzles per update, each played `population` times),
 and as many steps as ES has generations. Both evaluate on the same held-out
 and validation puzzles (they depend only on the run seed).
 
+Equal wall-clock (`--budget-seconds S`): every run, sweep and final, trains
+until its updates have taken S seconds (run.budget_seconds; evaluations
+excluded; the update that crosses S finishes), at most es.generations
+updates, whose schedules keep their configured length. Each method then plays
+as many episodes as its speed allows: the table gives each run's episodes and
+seconds, and RESULT es_over_grpo_episodes the ratio of their means. Seconds are
+only comparable on a quiet machine: keep --jobs 1 there.
+
 Run folders (under `--out` without .json, plus `-runs`) are named
 `<method>-<setting>-seed<seed>` (`es-sigma0.004-seed0`, `grpo-lr1e-05-seed1`):
 a finished run is read back instead of trained again, so a sweep can be split
@@ -121,6 +129,9 @@ def heldout_row(runs: list[dict]) -> dict:
             "improvements": [r["summary"]["improvement"]["mean"] for r in runs],
             "improvement_ses": [r["summary"]["improvement"]["se"] for r in runs],
             "episodes": runs[0]["curve"][-1]["episodes"],
+            "episodes_per_seed": [r["curve"][-1]["episodes"] for r in runs],
+            "episodes_mean": mean(r["curve"][-1]["episodes"] for r in runs),
+            "train_seconds_per_seed": [r["curve"][-1]["train_seconds"] for r in runs],
             "train_seconds_mean": mean(r["curve"][-1]["train_seconds"] for r in runs),
             "peak_rss_mb": max(rss) if rss else None,  # the largest over seeds
             "peak_cuda_mb": max(cuda) if cuda else None}
@@ -130,7 +141,7 @@ def _mb(v) -> str:
     return f"{v:.0f}" if v is not None else "n/a"
 
 
-def _plot(sweep: dict, final: dict, path: str) -> None:
+def _plot(sweep: dict, final: dict, path: str, budget_seconds: float | None = None) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -161,7 +172,8 @@ def _plot(sweep: dict, final: dict, path: str) -> None:
     for ax in axes:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-    fig.suptitle("ES vs GRPO at equal episodes, each at its best validation setting (one line per seed)")
+    equal = f"{budget_seconds:g} s of training each" if budget_seconds is not None else "equal episodes"
+    fig.suptitle(f"ES vs GRPO at {equal}, each at its best validation setting (one line per seed)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -169,12 +181,16 @@ def _plot(sweep: dict, final: dict, path: str) -> None:
 
 def main(config: str, overrides: list[str], out: str, seeds: list[int], work_dir: str | None = None,
          grpo_lrs: list[float] | None = None, es_sigmas: list[float] | None = None,
-         tune_seeds: list[int] | None = None, jobs: int = 1) -> dict:
+         tune_seeds: list[int] | None = None, jobs: int = 1, budget_seconds: float | None = None) -> dict:
     from ..config import ConfigError, load_config
     from .common import write_results
 
     if len(seeds) < 1:
         raise ConfigError("bench compare needs at least one seed (--seeds 0,1,2)")
+    if budget_seconds is not None and not budget_seconds > 0:
+        raise ConfigError(f"bench compare: --budget-seconds takes a positive number of seconds, got {budget_seconds:g}")
+    if budget_seconds is not None:
+        overrides = list(overrides) + [f"run.budget_seconds={budget_seconds!r}"]
     tune_seeds = list(tune_seeds) if tune_seeds else seeds[:1]
     cfg = load_config(config, overrides)
     settings = sweep_settings(cfg, grpo_lrs, es_sigmas)
@@ -184,8 +200,10 @@ def main(config: str, overrides: list[str], out: str, seeds: list[int], work_dir
     cfg = load_config(config, base)
     work = work_dir or str(Path(out).with_suffix("")) + "-runs"
     episodes = cfg.es.generations * cfg.es.population * cfg.es.episodes_per_member
+    per_run = (f"{budget_seconds:g} s of training (at most {episodes} episodes)" if budget_seconds is not None
+               else f"{episodes} episodes")
     print(f"[bench] tuning budget per method: {len(settings['es'])} settings x {len(tune_seeds)} seed(s) x "
-          f"{episodes} episodes; choice on {cfg.tasks.validation} validation puzzles", flush=True)
+          f"{per_run}; choice on {cfg.tasks.validation} validation puzzles", flush=True)
 
     def run(arm: str, setting: dict, seed: int) -> dict:
         r = train_run(config, base + arm_overrides(cfg, arm) + setting["overrides"] + [f"run.seed={seed}"], work,
@@ -221,7 +239,7 @@ def main(config: str, overrides: list[str], out: str, seeds: list[int], work_dir
                                         "heldout_finals_not_used": [r["curve"][-1]["reward"] for r in runs]}
                                 for label, runs in sweep[arm].items()},
                       **heldout_row(final[arm])}
-    if table["es"]["episodes"] != table["grpo"]["episodes"]:
+    if budget_seconds is None and table["es"]["episodes"] != table["grpo"]["episodes"]:
         raise RuntimeError(f"unequal episodes: ES {table['es']['episodes']}, GRPO {table['grpo']['episodes']}")
 
     print(f"\nsweep: validation reward after training, mean over tuning seeds {tune_seeds} (* chosen)")
@@ -232,17 +250,18 @@ def main(config: str, overrides: list[str], out: str, seeds: list[int], work_dir
     print(f"\nheld-out, chosen settings, seeds {seeds} (mean +- sample std over seeds)"
           + (f"; {jobs} runs side by side: seconds are not a quiet machine's" if jobs > 1 else ""))
     print(f"{'algo':5s} {'setting':>13s} {'training decoding':>22s} {'base':>7s} {'final':>17s} "
-          f"{'improvement per seed':>24s} {'episodes':>9s} {'train s':>8s} {'peak RSS MB':>12s}")
+          f"{'improvement per seed':>24s} {'episodes':>9s} {'train s':>8s} {'peak RSS MB':>12s}"
+          + ("  (episodes and train s: means over seeds)" if budget_seconds is not None else ""))
     for arm in ARMS:
         row = table[arm]
         imps = ",".join(f"{v:+.3f}" for v in row["improvements"])
         print(f"{arm:5s} {row['setting']:>13s} {row['training_decoding']:>22s} {row['base_mean']:7.4f} "
-              f"{row['final_mean']:8.4f} +- {row['final_std']:.4f} {imps:>24s} {row['episodes']:9d} "
+              f"{row['final_mean']:8.4f} +- {row['final_std']:.4f} {imps:>24s} {row['episodes_mean']:9.0f} "
               f"{row['train_seconds_mean']:8.0f} {_mb(row['peak_rss_mb']):>12s}"
               + (f" (CUDA {_mb(row['peak_cuda_mb'])} MB)" if row["peak_cuda_mb"] is not None else ""))
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     png = str(Path(out).with_suffix(".png"))
-    _plot(sweep, final, png)
+    _plot(sweep, final, png, budget_seconds)
     print(f"plot: {png}")
 
     diff = table["es"]["final_mean"] - table["grpo"]["final_mean"]
@@ -253,10 +272,13 @@ def main(config: str, overrides: list[str], out: str, seeds: list[int], work_dir
         res["es_minus_grpo_over_spread"] = diff / spread
     else:
         print("(no spread over seeds: one seed, or equal finals; es_minus_grpo_over_spread left out)")
+    if budget_seconds is not None:
+        res["es_over_grpo_episodes"] = table["es"]["episodes_mean"] / max(table["grpo"]["episodes_mean"], 1)
     per_seed = [e - g for e, g in zip(table["es"]["finals"], table["grpo"]["finals"])]
     write_results(out, "compare", res, {
         "config": config, "overrides": overrides, "seeds": seeds, "tune_seeds": tune_seeds,
         "validation_puzzles": cfg.tasks.validation, "episodes_per_run": episodes, "jobs": jobs,
+        "budget_seconds": budget_seconds,
         "settings": {arm: [s["label"] for s in settings[arm]] for arm in ARMS},
         "pooled_std": spread, "es_minus_grpo_per_seed": per_seed, "table": table,
         "runs": {"sweep": sweep, "final": final}, "plot": png})

@@ -16,26 +16,36 @@ after resetting the peak, its time after a device synchronisation):
 - `27b`: memory only, a random Qwen3-architecture model of 26.97B parameters in bfloat16:
   `inference`, `es-table`, `grpo`; an out-of-memory is recorded as such. The weights hash (host
   side, no device memory) is skipped there: hashing 54 GB would take most of the time budget.
+- `compiled`: the demo in float32, `inference` and `es-table` with dynamic caches and again with
+  agent.decode=compiled (models/static.py: static caches, on CUDA CUDA graphs of a compiled
+  forward), each compiled phase timed on its second run; last, as compilation's time varies most.
 
 GRPO's update always runs (flat groups get advantages of +-1, as in `bench memory`), so a
 random model's equal rewards cannot skip the backward pass. `--tiny` runs every section at tiny
 shapes on the CPU (the default test suite does, so the command cannot rot); memory is then not
-measured. The JSON is written after every section, and `--sections` measures some of them,
+measured. The JSON is written after every phase, and `--sections` measures some of them,
 keeping the others from an earlier OUT with the same settings.
 """
 from __future__ import annotations
 
 import gc
+import itertools
 import json
 import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
 
-SECTIONS = ("demo-float32", "demo-bfloat16", "4b", "27b")
+SECTIONS = ("demo-float32", "demo-bfloat16", "4b", "27b", "compiled")
 DEMO_PHASES = ("inference", "es-table", "es-counter", "es-lowrank", "grpo")
+# "compiled": the demo in float32 decoded with dynamic caches and with agent.decode=compiled (static caches;
+# on CUDA a compiled forward replayed as CUDA graphs), side by side; "+compiled" phases are timed on their
+# second run (the first pays compilation and graph capture, reported as warmup_seconds). Last of the
+# sections: compilation's time is the least predictable, and a timeout then loses only this one.
 PHASES = {"demo-float32": DEMO_PHASES, "demo-bfloat16": DEMO_PHASES,
-          "4b": ("inference", "es-table", "es-lowrank", "grpo"), "27b": ("inference", "es-table", "grpo")}
+          "4b": ("inference", "es-table", "es-lowrank", "grpo"), "27b": ("inference", "es-table", "grpo"),
+          "compiled": ("inference", "inference+compiled", "es-table", "es-table+compiled")}
+DEMO_KINDS = ("demo", "compiled")  # sections on the config's (demo) model
 
 # Qwen3 shapes (transformers Qwen3Config fields); 4b is Qwen3-4B's, 27b a Qwen3 model at the paper's 27B
 SHAPES = {
@@ -53,6 +63,7 @@ TINY_SHAPES = {
 # the task of each section, on top of the config (population x episodes per member = the episodes compared)
 SECTION_OVERRIDES = {
     "demo": [],
+    "compiled": [],
     "4b": ["env.size=9", "env.blanks=5", "env.max_turns=3", "agent.max_new_tokens=32", "agent.examples=[]",
            "es.population=8", "es.episodes_per_member=8"],
     "27b": ["env.size=9", "env.blanks=5", "env.max_turns=1", "agent.max_new_tokens=16", "agent.examples=[]",
@@ -63,6 +74,8 @@ TINY_OVERRIDES = ["model=tiny-llama", "es.population=2", "es.episodes_per_member
                   "env.size=4", "env.blanks=2", "env.max_turns=2", "agent.examples=[]", "runtime.threads=1",
                   "tasks.validation=0", "tasks.heldout=2", "es.table_size=4194304", "es.kernels=torch"]
 
+
+_RUNS = itertools.count()  # run folders of one bench process get distinct names
 
 # ------------------------------------------------------------------ measuring
 def _cuda(device) -> bool:
@@ -137,7 +150,15 @@ def _episodes_of_generation(cfg, tasks):
 
 def run_phase(phase: str, make_cfg, model, tok, root: str) -> dict:
     """One phase on `model`: seconds, episodes, episodes/s, tokens, peak CUDA MiB (None on the CPU), time split.
-    make_cfg(*overrides): the section's config with these overrides on top."""
+    make_cfg(*overrides): the section's config with these overrides on top. `<phase>+compiled`: the phase
+    with agent.decode=compiled, timed on its second run (the first pays compilation and graph capture)."""
+    if phase.endswith("+compiled"):
+        base = phase[: -len("+compiled")]
+        compiled = lambda *extra: make_cfg("agent.decode=compiled", *extra)  # noqa: E731
+        t0 = time.perf_counter()
+        run_phase(base, compiled, model, tok, root)
+        warm = time.perf_counter() - t0
+        return {**run_phase(base, compiled, model, tok, root), "warmup_seconds": warm}
     from ..train.rundir import RunDir
 
     cfg = make_cfg()
@@ -150,7 +171,7 @@ def run_phase(phase: str, make_cfg, model, tok, root: str) -> dict:
         from ..train.evaluate import run_episodes
         from ..train.tasks import TaskSource
 
-        policy = HFPolicy(model, tok, cfg.agent.batch_size)
+        policy = HFPolicy(model, tok, cfg.agent.batch_size, decode=cfg.agent.decode)
         envs, ids, obs = _episodes_of_generation(cfg, TaskSource(cfg.env, cfg.tasks, cfg.run.seed))
         t0 = time.perf_counter()
         episodes = run_episodes(policy, envs, ids, obs, cfg, seed=0)
@@ -162,7 +183,8 @@ def run_phase(phase: str, make_cfg, model, tok, root: str) -> dict:
         from ..train.trainer import Trainer
 
         noise = phase[3:]
-        run_cfg = make_cfg(f"es.noise={noise}", f"run.out_dir={root}", f"run.name={cfg.run.name}-{phase}")
+        run_cfg = make_cfg(f"es.noise={noise}", f"run.out_dir={root}",
+                           f"run.name={cfg.run.name}-{phase}-{next(_RUNS)}")
         trainer = Trainer(run_cfg, RunDir.create(run_cfg), model=model, tokenizer=tok, log=quiet)
         t0 = time.perf_counter()
         stats = trainer.generation(0)
@@ -181,7 +203,7 @@ def run_phase(phase: str, make_cfg, model, tok, root: str) -> dict:
 
         run_cfg = make_cfg("algo=grpo", "grpo.steps=1", f"grpo.group_size={cfg.es.population}",
                            f"grpo.puzzles_per_step={cfg.es.episodes_per_member}", f"run.out_dir={root}",
-                           f"run.name={cfg.run.name}-grpo")
+                           f"run.name={cfg.run.name}-grpo-{next(_RUNS)}")
         with _nonflat_groups():
             trainer = GRPOTrainer(run_cfg, RunDir.create(run_cfg), model=model, tokenizer=tok, log=quiet)
             t0 = time.perf_counter()
@@ -245,7 +267,8 @@ def section_config(config: str, overrides: list[str], section: str, tiny: bool, 
 
     kind = section.split("-")[0]
     args = overrides + SECTION_OVERRIDES[kind] + (TINY_OVERRIDES if tiny else [])
-    args += [f"runtime.dtype={section.split('-')[1] if kind == 'demo' else 'bfloat16'}", f"run.out_dir={root}",
+    dtype = section.split("-")[1] if kind == "demo" else "float32" if kind == "compiled" else "bfloat16"
+    args += [f"runtime.dtype={dtype}", f"run.out_dir={root}",
              f"run.name={section}"]
     cfg = load_config(config, args)
     # every phase decodes the generation's episodes in as few batches as the setting allows: all of them
@@ -267,8 +290,9 @@ def load_tokenizer(name: str):
 
 
 def measure_section(config: str, overrides: list[str], section: str, tiny: bool, root: str, log=print,
-                    tokenizer: str | None = None) -> dict:
-    """tokenizer: for the random-weight sections, a tokenizer folder or model name (default the config's model)."""
+                    tokenizer: str | None = None, progress=None) -> dict:
+    """tokenizer: for the random-weight sections, a tokenizer folder or model name (default the config's model).
+    progress(out): called with the section's figures so far after each phase (main saves them)."""
     import torch
 
     from ..models import load_model
@@ -280,14 +304,14 @@ def measure_section(config: str, overrides: list[str], section: str, tiny: bool,
         torch.set_num_threads(cfg.runtime.threads)
     t0 = time.perf_counter()
     kind = section.split("-")[0]
-    if kind == "demo":
+    if kind in DEMO_KINDS:
         model, tok = load_model(cfg.model, cfg.runtime.dtype, device)
     else:
         tok = load_tokenizer(tokenizer or cfg.model)
         model = random_model((TINY_SHAPES if tiny else SHAPES)[kind], tok, cfg.runtime.dtype, device)
     params = sum(p.numel() for p in model.parameters())
     _reset(device)
-    out = {"model": cfg.model if kind == "demo" else f"random Qwen3 {kind} shape", "params": params,
+    out = {"model": cfg.model if kind in DEMO_KINDS else f"random Qwen3 {kind} shape", "params": params,
            "dtype": cfg.runtime.dtype, "device": device, "population": cfg.es.population,
            "episodes_per_member": cfg.es.episodes_per_member, "max_new_tokens": cfg.agent.max_new_tokens,
            "max_turns": cfg.env.max_turns, "board": f"{cfg.env.size}x{cfg.env.size}, {cfg.env.blanks} blanks",
@@ -302,7 +326,14 @@ def measure_section(config: str, overrides: list[str], section: str, tiny: bool,
             except torch.cuda.OutOfMemoryError:
                 row = {"error": "oom", "peak_mb": _peak_mb(device)}
                 _reset(device)
+            except Exception as e:  # noqa: BLE001 - a compiled decode that cannot build here is a result too
+                if not phase.endswith("+compiled"):
+                    raise
+                row = {"error": f"{type(e).__name__}: {e}"[:400]}
+                _reset(device)
             out["phases"][phase] = row
+            if progress is not None:
+                progress(out)
             log(f"[bench gpu] {section:13s} {phase:10s} " + (
                 f"{row['episodes']} episodes in {row['seconds']:.2f}s ({row['episodes_per_s']:.2f}/s)"
                 if "seconds" in row else "") + (f", peak {row['peak_mb']:.0f} MiB" if row.get("peak_mb") else "")
@@ -337,6 +368,10 @@ def figures(sections: dict) -> dict:
         out[f"gpu_{tag}es_episodes_per_s_over_grpo"] = _ratio(es.get("episodes_per_s"), grpo.get("episodes_per_s"))
         out[f"gpu_{tag}lowrank_over_fullrank_episodes_per_s"] = _ratio(low.get("episodes_per_s"),
                                                                        es.get("episodes_per_s"))
+    # the compiled decode step (fp32 demo): its speed-up over dynamic caches, and ES over inference with it
+    inf, inf_c, es_c = ph("compiled", "inference"), ph("compiled", "inference+compiled"), ph("compiled", "es-table+compiled")
+    out["gpu_compiled_over_dynamic_inference_time"] = _ratio(inf_c.get("seconds"), inf.get("seconds"))
+    out["gpu_compiled_es_over_inference_time"] = _ratio(es_c.get("seconds"), inf_c.get("seconds"))
     inf4, es4 = ph("4b", "inference"), ph("4b", "es-table")
     out["gpu_4b_es_over_inference_peak"] = _ratio(es4.get("peak_mb"), inf4.get("peak_mb"))
     for phase, name in (("es-table", "gpu_27b_es_peak_gb"), ("grpo", "gpu_27b_grpo_peak_gb")):
@@ -377,7 +412,11 @@ def main(config: str, overrides: list[str], out: str, sections: list[str] | None
         device_name = torch.cuda.get_device_name()
     for s in sections:
         t0 = time.perf_counter()
-        measured[s] = measure_section(config, overrides, s, tiny, root, tokenizer=tokenizer)
+        def progress(part, s=s):
+            measured[s] = {**part, "partial": True}
+            _save(out, settings, measured, device_name, partial=True)
+
+        measured[s] = measure_section(config, overrides, s, tiny, root, tokenizer=tokenizer, progress=progress)
         measured[s]["section_seconds"] = time.perf_counter() - t0
         _save(out, settings, measured, device_name, partial=True)
     ordered = {s: measured[s] for s in SECTIONS if s in measured}

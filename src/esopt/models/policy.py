@@ -8,6 +8,7 @@ import torch
 
 from .kvgrow import growing_cache
 from .prefix import CACHE_KWARG, MIN_SHARED_PREFIX, common_prefix_len, expand_cache, pad_between, pad_left
+from .static import DECODES, StaticCaches, load
 from .turncache import TurnCache
 
 
@@ -19,14 +20,20 @@ class Sampling:
 
 
 class HFPolicy:
-    def __init__(self, model, tokenizer, batch_size: int = 64, prefix_cache: bool = True, grow_cache: bool = True):
+    def __init__(self, model, tokenizer, batch_size: int = 64, prefix_cache: bool = True, grow_cache: bool = True,
+                 decode: str = "dynamic"):
+        if decode not in DECODES:
+            raise ValueError(f"unknown agent.decode {decode!r}; allowed: {', '.join(DECODES)}")
         self.model = model
         self.tokenizer = tokenizer
         self.batch_size = batch_size
         self.prefix_cache = prefix_cache
+        # agent.decode static/compiled: preallocated caches (models/static.py), kept for reuse when compiled
+        self.decode = decode
+        self.static = None if decode == "dynamic" else StaticCaches(model.config, keep=decode == "compiled")
         # keys/values decoded into spare room of their buffer instead of transformers' copy per token
         # (models/kvgrow.py); only where generate would make a plain dynamic cache itself
-        self.grow_cache = grow_cache and self._cache_implementation() in (None, "dynamic")
+        self.grow_cache = grow_cache and self.static is None and self._cache_implementation() in (None, "dynamic")
         self.device = next(model.parameters()).device
         self.tokens_generated = 0
         self.tokens_prefilled = 0  # prompt tokens encoded (a shared prefix once per batch; cached tokens not at all)
@@ -104,9 +111,11 @@ class HFPolicy:
             kwargs.update(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k or None)
         else:
             kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        loaded = 0  # positions of a shared prefix or earlier turns already in the cache (copied into a static one)
         if any(reuse):  # each row continues from its own cached tokens (models/turncache.py)
             ids, mask, kwargs[CACHE_KWARG] = turn_cache.assemble(keys, rows, reuse, tok.pad_token_id,
                                                                  reserve=max_new_tokens if self.grow_cache else 0)
+            loaded = max(reuse)
             self.tokens_prefilled += sum(len(r) - n for r, n in zip(rows, reuse))
         elif shared >= MIN_SHARED_PREFIX:
             # The system prompt, examples and fixed text are shared by every row: encode them
@@ -127,11 +136,20 @@ class HFPolicy:
                 slot = {g: k for k, g in enumerate(first)}
                 expand_cache(cache, torch.tensor([slot[g] for g in groups], device=self.device))
             kwargs[CACHE_KWARG] = cache
+            loaded = shared
             self.tokens_prefilled += shared + sum(len(r) - shared for r in rows)
         else:
             ids, mask = pad_left(rows, tok.pad_token_id)
             kwargs.update(self._empty_cache(max_new_tokens))
             self.tokens_prefilled += sum(len(r) for r in rows)
+        if self.static is not None:  # the same keys/values in the head of a preallocated cache
+            static = self.static.get(len(rows), ids.shape[1] + max_new_tokens)
+            if loaded:
+                load(static, [(layer.keys, layer.values) for layer in kwargs[CACHE_KWARG].layers], loaded)
+            kwargs[CACHE_KWARG] = static
+            # transformers compiles the forward on CUDA for a static cache (CUDA graphs); not under side terms,
+            # whose hooks change with every generation's members
+            kwargs["disable_compile"] = self.decode != "compiled" or row_context is not None
         ids, mask = ids.to(self.device), mask.to(self.device)
         if stop is not None:
             from transformers import StoppingCriteriaList

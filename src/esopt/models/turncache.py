@@ -111,17 +111,17 @@ class TurnCache:
     def store(self, keys: list, rows: list[list[int]], mask: torch.Tensor, replies: list[list[int]], cache) -> None:
         """Keep each row's keys/values after a generation: its prompt tokens (mask == 1),
         then its reply tokens that were fed back (all but the last generated one)."""
-        from transformers.cache_utils import DynamicLayer
+        from transformers.cache_utils import DynamicLayer, StaticLayer
 
         if not self.enabled:
             return
         layers = getattr(cache, "layers", None)
-        if not layers or any(type(layer) not in (DynamicLayer, GrowingLayer) for layer in layers):
+        if not layers or any(type(layer) not in (DynamicLayer, GrowingLayer, StaticLayer) for layer in layers):
             kinds = sorted({type(layer).__name__ for layer in layers or []}) or [type(cache).__name__]
-            self.disable(f"cache layers {', '.join(kinds)} are not plain DynamicLayer")
+            self.disable(f"cache layers {', '.join(kinds)} are not plain DynamicLayer or StaticLayer")
             return
         width = mask.shape[1]
-        fed = layers[0].keys.shape[-2] - width  # generated tokens whose keys/values were computed
+        fed = int(layers[0].get_seq_length()) - width  # generated tokens whose keys/values were computed
         positions, ids = [], []
         for r, m, reply in zip(rows, mask, replies):
             g = max(min(len(reply), fed), 0)

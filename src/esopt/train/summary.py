@@ -64,10 +64,15 @@ def _paired(final: dict, base: dict | None) -> dict:
 def finish_run(run: RunDir, model, evals: dict, generations: int, log=print, **extra) -> dict:
     """Write summary.json from the evaluations {generation: {split: figures}}, close the run,
     refresh its report. Top-level final/base/improvement are held-out figures; a run with a
-    validation split also gets them for validation under "validation"."""
-    summary = {"run_dir": str(run.path), **extra, "generations": generations, "weights_hash": weights_hash(model)}
+    validation split also gets them for validation under "validation". `generations`: the planned
+    number of updates; a run stopped earlier by run.budget_seconds records the updates it made
+    (the last evaluation's) and the plan under "planned_generations"."""
+    done = max(evals) if evals else generations
+    summary = {"run_dir": str(run.path), **extra, "generations": done, "weights_hash": weights_hash(model)}
+    if done != generations:
+        summary["planned_generations"] = generations
     for split in ("heldout", "validation"):
-        final = evals[generations].get(split)
+        final = evals[done].get(split)
         if final is None:
             continue
         figures = _paired(final, (evals.get(0) or {}).get(split) or load_eval(run, 0, split))
