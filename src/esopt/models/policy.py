@@ -115,7 +115,7 @@ class HFPolicy:
         if any(reuse):  # each row continues from its own cached tokens (models/turncache.py)
             ids, mask, kwargs[CACHE_KWARG] = turn_cache.assemble(keys, rows, reuse, tok.pad_token_id,
                                                                  reserve=max_new_tokens if self.grow_cache else 0)
-            loaded = max(reuse)
+            loaded = kwargs[CACHE_KWARG].get_seq_length()
             self.tokens_prefilled += sum(len(r) - n for r, n in zip(rows, reuse))
         elif shared >= MIN_SHARED_PREFIX:
             # The system prompt, examples and fixed text are shared by every row: encode them
@@ -136,7 +136,7 @@ class HFPolicy:
                 slot = {g: k for k, g in enumerate(first)}
                 expand_cache(cache, torch.tensor([slot[g] for g in groups], device=self.device))
             kwargs[CACHE_KWARG] = cache
-            loaded = shared
+            loaded = cache.get_seq_length()
             self.tokens_prefilled += shared + sum(len(r) - shared for r in rows)
         else:
             ids, mask = pad_left(rows, tok.pad_token_id)
@@ -145,7 +145,7 @@ class HFPolicy:
         if self.static is not None:  # the same keys/values in the head of a preallocated cache
             static = self.static.get(len(rows), ids.shape[1] + max_new_tokens)
             if loaded:
-                load(static, [(layer.keys, layer.values) for layer in kwargs[CACHE_KWARG].layers], loaded)
+                load(static, [(layer.keys, layer.values) for layer in kwargs[CACHE_KWARG].layers], int(loaded))
             kwargs[CACHE_KWARG] = static
             # transformers compiles the forward on CUDA for a static cache (CUDA graphs); not under side terms,
             # whose hooks change with every generation's members
