@@ -25,7 +25,7 @@ def test_bench_dtype_parity_tiny(esopt_cache, tmp_path, capsys):
     out = tmp_path / "parity.json"
     over = TINY_OVERRIDES + ["es.generations=1", "es.population=2", "es.episodes_per_member=2", "tasks.heldout=2",
                              "tasks.validation=2", "agent.max_new_tokens=2"]
-    res = dtype.parity("configs/demo.yaml", over, str(out), seeds=[0, 1])
+    res = dtype.parity("configs/demo.yaml", over, str(out), seeds=[0, 1], jobs=2)
     data = json.loads(out.read_text())
     assert sorted(p.name for p in (tmp_path / "parity-runs").iterdir() if not p.name.endswith(".json")) == [
         "bfloat16-seed0", "bfloat16-seed1", "float32-seed0", "float32-seed1"]
