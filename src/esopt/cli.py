@@ -197,7 +197,7 @@ def cmd_eval(a) -> int:
         torch.set_num_threads(cfg.runtime.threads)
     if a.split == "validation" and not cfg.tasks.validation:
         raise ConfigError("--split validation needs a validation split: add tasks.validation=N (e.g. 64)")
-    stats, episodes = evaluate(HFPolicy(model, tok, cfg.agent.batch_size, decode=cfg.agent.decode), TaskSource(cfg.env, cfg.tasks, cfg.run.seed),
+    stats, episodes = evaluate(HFPolicy.for_agent(model, tok, cfg.agent), TaskSource(cfg.env, cfg.tasks, cfg.run.seed),
                                cfg, seed=derive_seed("eval", cfg.run.seed), split=a.split, context=context)
     name = "held-out" if a.split == "heldout" else "validation"
     if a.out:

@@ -24,6 +24,7 @@ import time
 from statistics import median
 
 BATCHES = (1, 16)  # one episode; the demo's episodes per member
+DTYPES = ("float32", "bfloat16")
 
 
 def _cpu_flags() -> list[str]:
@@ -64,7 +65,7 @@ def main(config: str, overrides: list[str], out: str, repeats: int = 3, prompt_l
     cfg = load_config(config, overrides + [f"run.out_dir={tempfile.mkdtemp()}"])
     if cfg.runtime.threads:
         torch.set_num_threads(cfg.runtime.threads)
-    models = {dt: load_model(cfg.model, dt, "cpu")[0] for dt in ("float32", "bfloat16")}
+    models = {dt: load_model(cfg.model, dt, "cpu")[0] for dt in DTYPES}
     rows: dict = {dt: {b: {"prefill": [], "decode": []} for b in batches} for dt in models}
     for b in batches:
         time_round(models["float32"], b, 16, 2, seed=0)  # untimed: one-off allocations of this batch size
@@ -92,9 +93,6 @@ def main(config: str, overrides: list[str], out: str, repeats: int = 3, prompt_l
         "new_tokens": new_tokens, "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "cpu_flags": _cpu_flags(), "median_tokens_per_s": med, "rounds": rows})
     return results
-
-
-DTYPES = ("float32", "bfloat16")
 
 
 def parity(config: str, overrides: list[str], out: str, seeds: list[int], jobs: int = 1,

@@ -171,7 +171,7 @@ def run_phase(phase: str, make_cfg, model, tok, root: str) -> dict:
         from ..train.evaluate import run_episodes
         from ..train.tasks import TaskSource
 
-        policy = HFPolicy(model, tok, cfg.agent.batch_size, decode=cfg.agent.decode)
+        policy = HFPolicy.for_agent(model, tok, cfg.agent)
         envs, ids, obs = _episodes_of_generation(cfg, TaskSource(cfg.env, cfg.tasks, cfg.run.seed))
         t0 = time.perf_counter()
         episodes = run_episodes(policy, envs, ids, obs, cfg, seed=0)

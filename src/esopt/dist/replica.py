@@ -51,7 +51,7 @@ class Replica:
         self.cfg, self.index = cfg, index
         t0 = time.time()
         self.model, tokenizer = load_model(cfg.model, cfg.runtime.dtype, worker_device(cfg.runtime.device))
-        self.policy = HFPolicy(self.model, tokenizer, cfg.agent.batch_size, decode=cfg.agent.decode)
+        self.policy = HFPolicy.for_agent(self.model, tokenizer, cfg.agent)
         self.perturber = make_perturber(self.model, cfg.es)
         self.tasks = TaskSource(cfg.env, cfg.tasks, cfg.run.seed)
         self.rollout_fn = rollout_fn or run_episodes

@@ -38,6 +38,12 @@ class HFPolicy:
         self.tokens_generated = 0
         self.tokens_prefilled = 0  # prompt tokens encoded (a shared prefix once per batch; cached tokens not at all)
 
+
+    @classmethod
+    def for_agent(cls, model, tokenizer, agent) -> "HFPolicy":
+        """The policy an AgentConfig (cfg.agent) asks for: its batch size and decode mode."""
+        return cls(model, tokenizer, agent.batch_size, decode=agent.decode)
+
     def prompt_texts(self, conversations: list[list[dict]]) -> list[str]:
         return [self.tokenizer.apply_chat_template(c, add_generation_prompt=True, tokenize=False) for c in conversations]
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-import torch
 
 DECODES = ("dynamic", "static", "compiled")
 BUCKET = 64  # capacity granularity: fewer distinct shapes (each shape is one compilation and graph on CUDA)
@@ -69,9 +68,3 @@ def load(cache, layers, length: int) -> None:
         layer.keys[:, :, :length].copy_(k[:, :, :length])
         layer.values[:, :, :length].copy_(v[:, :, :length])
         layer.cumulative_length.fill_(length)
-
-
-def is_static(cache) -> bool:
-    from transformers.cache_utils import StaticLayer
-
-    return any(isinstance(layer, StaticLayer) for layer in getattr(cache, "layers", []))

@@ -105,7 +105,7 @@ class GepaBaseline:
         if model is None:
             model, tokenizer = load_model(cfg.model, cfg.runtime.dtype, cfg.runtime.device)
         self.model = model
-        raw = policy if policy is not None else HFPolicy(model, tokenizer, cfg.agent.batch_size, decode=cfg.agent.decode)
+        raw = policy if policy is not None else HFPolicy.for_agent(model, tokenizer, cfg.agent)
         self.policy = CountingPolicy(raw)
         self.base = AgentContext.from_config(cfg.agent)
         self.names = comp.choose(self.base, opts.components)

@@ -68,7 +68,7 @@ class GRPOTrainer:
         model.requires_grad_(True)
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(self.params, lr=g.lr, weight_decay=g.weight_decay)
-        self.policy = HFPolicy(model, tokenizer, cfg.agent.batch_size, decode=cfg.agent.decode)
+        self.policy = HFPolicy.for_agent(model, tokenizer, cfg.agent)
         self.tasks = TaskSource(cfg.env, cfg.tasks, cfg.run.seed)
         self.context = AgentContext.from_config(cfg.agent)
 

@@ -52,7 +52,7 @@ class Trainer:
 
             start_from(run, model)  # a run begun from another run's weights (esopt adapt --from): those first
         self.model = model
-        self.policy = HFPolicy(model, tokenizer, cfg.agent.batch_size, decode=cfg.agent.decode)
+        self.policy = HFPolicy.for_agent(model, tokenizer, cfg.agent)
         self.perturber = make_perturber(model, cfg.es)
         self.warn_precision()
         self.strategy = Strategy(cfg.es.population, derive_seed("strategy", cfg.run.seed), cfg.es.antithetic, cfg.es.shaping)
