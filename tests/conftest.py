@@ -14,7 +14,7 @@ def _stop_browsergym_playwright():
     yield
     core = sys.modules.get("browsergym.core")
     if core is not None and getattr(core, "_PLAYWRIGHT", None) is not None:
-        from esopt.envs.web_browser import close_shared_browsers
+        from esopt.envs.browser.browser import close_shared_browsers
 
         close_shared_browsers(stop_playwright=True)
 

@@ -36,3 +36,13 @@ def test_shipped_configs_are_valid():
             load_ahd_config(path, [])
         else:
             load_config(path)
+
+
+def test_envs_doc_shows_the_example_env_the_tests_train():
+    """docs/envs.md's example is tests/envs/guess_env.py, character for character."""
+    text = (ROOT / "docs" / "envs.md").read_text()
+    block = text.split("```python\n", 1)[1].split("```", 1)[0]
+    assert block == (ROOT / "tests" / "envs" / "guess_env.py").read_text()
+    from esopt.envs.spec import SEED_SPLITS
+
+    assert f"{SEED_SPLITS['validation'][0]} + k" in text and f"{SEED_SPLITS['heldout'][0]} + k" in text

@@ -270,7 +270,7 @@ def test_demo_bad_input_is_one_line_before_any_folder(esopt_cache, tmp_path, cap
     from esopt.demo import run
 
     assert run(["configs/demo.yaml", *TINY_OVERRIDES, f"run.out_dir={tmp_path}", "env.blanks=40"]) == 2
-    assert "env.blanks=40 is out of range" in one_error_line(capsys)
+    assert "env.options.blanks=40 is out of range" in one_error_line(capsys)
     assert not list(tmp_path.iterdir())
 
 

@@ -180,7 +180,7 @@ def cmd_eval(a) -> int:
             from .train.preflight import check_env
 
             cfg = load_config(Path(a.run_dir) / "config.yaml", overrides)
-            check_env(cfg.env)
+            check_env(cfg.env, cfg.tasks)
         label = f"{a.run_dir} after {n} generations"
         context = _run_context(a.run_dir, cfg, n)
     else:
@@ -433,7 +433,9 @@ def cmd_baseline(a) -> int:
     if a.budget is not None and a.budget < 1:
         raise SystemExit(f"esopt: error: --budget is in episodes, at least 1; got {a.budget}")
     if cfg.run.name is None:
-        cfg.run.name = f"gepa-{cfg.env.id}-{_time.strftime('%Y%m%d-%H%M%S')}"
+        from .train.rundir import env_slug
+
+        cfg.run.name = f"gepa-{env_slug(cfg.env.id)}-{_time.strftime('%Y%m%d-%H%M%S')}"
     from .promptopt.baseline import GepaBaseline, GepaOptions
     from .train.rundir import RunDir
 

@@ -74,43 +74,46 @@ class GRPOConfig(Strict):
     checkpoint_every: int = Field(0, ge=0)  # also checkpoint every N steps (0: only at the end)
 
 
-class JudgeConfig(Strict):
-    """env.web.judge: the LLM judge WebArena's fuzzy_match asks (an OpenAI-compatible chat endpoint)."""
-
-    base_url: str  # e.g. https://api.openai.com/v1 or http://127.0.0.1:8000/v1 (POST <base_url>/chat/completions)
-    model: str
-    api_key_env: str | None = None  # name of the environment variable holding the API key (none: send no key)
-    timeout_s: float = Field(60.0, gt=0)
-
-
-class WebConfig(Strict):
-    """env.id=browsergym: the browser and what an episode may do in it."""
-
-    max_live: int = Field(16, ge=1)  # episodes with an open browser context at once (the rest wait their turn)
-    # processes that play the live episodes' browsers side by side (envs/web_workers.py); 1: in this process
-    workers: int = Field(1, ge=1)
-    obs_max_chars: int = Field(4000, ge=200)  # page text per observation; longer pages are cut
-    allowed_hosts: list[str] = ["127.0.0.1", "localhost"]  # http(s) hosts pages and goto() may reach
-    timeout_ms: int = Field(5000, ge=100)  # every browser call of an action
-    chromium: str | None = None  # executable; none: chromium / chromium-browser / google-chrome on PATH
-    headless: bool = True
-    judge: JudgeConfig | None = None  # WebArena fuzzy_match tasks only (docs/web.md)
-
-
 class EnvConfig(Strict):
-    id: str = "sudoku"
-    size: Literal[4, 9] = 4  # sudoku
-    blanks: int = Field(2, ge=1)  # sudoku
-    max_turns: int | None = Field(None, ge=1)  # none: the env's default (sudoku 3 x blanks, browsergym 10)
-    reward: Literal["binary", "partial"] = "partial"  # sudoku
-    # browsergym: BrowserGym task ids (miniwob.click-button, esopt-webshop.3, ...) or <namespace>.*
-    task: list[str] = []
-    web: WebConfig = WebConfig()
+    """env: which environment (env.id) and its own settings (env.options, typed by the env's spec:
+    esopt.envs.spec). Keys of an env's options written directly under env (env.size=9, as configs
+    before env.options did) are read as env.options keys."""
 
-    @field_validator("task", mode="before")
+    # a registered env (sudoku, browsergym, gem, reasoning-gym, dataset), an esopt.envs entry point,
+    # or package.module:attr (an EnvSpec, a TextEnv class or a factory; docs/envs.md)
+    id: str = "sudoku"
+    # turn limit of an episode: the rollout truncates there (none: the env's default, e.g. sudoku 3 x blanks)
+    max_turns: int | None = Field(None, ge=1)
+    options: Any = None  # the env's own settings, validated by its options model (docs/envs.md)
+
+    @model_validator(mode="before")
     @classmethod
-    def _task_list(cls, v):
-        return [t.strip() for t in v.split(",") if t.strip()] if isinstance(v, str) else v
+    def _flat_options(cls, data):
+        if isinstance(data, dict):
+            data = dict(data)
+            loose = {k: data.pop(k) for k in list(data) if k not in cls.model_fields}
+            if loose:
+                opts = data.get("options")
+                if hasattr(opts, "model_dump"):
+                    opts = opts.model_dump()
+                data["options"] = {**loose, **(opts or {})}
+        return data
+
+    @model_validator(mode="after")
+    def _typed_options(self):
+        from .envs.spec import OptionsError, UnknownEnv, resolve
+
+        opts = self.options
+        if opts is not None and not isinstance(opts, dict) and hasattr(opts, "model_dump"):
+            opts = opts.model_dump()
+        elif opts is not None and not isinstance(opts, dict):
+            raise ValueError(f"env.options must be a mapping of the env's settings, got {opts!r}")
+        try:
+            typed = resolve(self.id).validate_options(opts or {})
+        except (OptionsError, UnknownEnv) as err:
+            raise ValueError(str(err)) from None
+        object.__setattr__(self, "options", typed)
+        return self
 
 
 class TasksConfig(Strict):
@@ -226,7 +229,7 @@ class Config(Strict):
     runtime: RuntimeConfig = RuntimeConfig()
     es: ESConfig = ESConfig()
     grpo: GRPOConfig = GRPOConfig()
-    env: EnvConfig = EnvConfig()
+    env: EnvConfig = Field(default_factory=EnvConfig)  # built when used: it resolves the env (esopt.envs.spec)
     tasks: TasksConfig = TasksConfig()
     agent: AgentConfig = AgentConfig()
     eval: EvalConfig = EvalConfig()
@@ -270,7 +273,7 @@ def _allowed_keys(model_cls: type[BaseModel], path: tuple) -> list[str]:
 def _format_error(err: ValidationError) -> str:
     e = err.errors()[0]
     loc = tuple(str(x) for x in e["loc"])
-    if not loc:  # a check across keys (model validator): its message names them
+    if not loc or (e["type"] == "value_error" and loc == ("env",)):  # a check across keys: its message names them
         return e["msg"].removeprefix("Value error, ")
     key = ".".join(loc)
     if e["type"] == "extra_forbidden":
@@ -329,10 +332,18 @@ def read_config_tree(path: str | Path) -> dict:
     return tree
 
 
+ENV_KEYS = ("id", "max_turns")  # the env section's own keys; every other key is the env's option
+
+
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:
     tree: dict = read_config_tree(path) if path is not None else {}
-    for item in overrides or []:
-        key, value = parse_override(item)
+    parsed = [parse_override(item) for item in overrides or []]
+    new_id = [v for k, v in parsed if k == "env.id"]
+    env = tree.get("env")
+    if new_id and isinstance(env, dict) and new_id[-1] != env.get("id", "sudoku"):
+        # another env on the command line: the file's env options were the file's env's
+        tree["env"] = {k: v for k, v in env.items() if k in ENV_KEYS}
+    for key, value in parsed:
         set_dotted(tree, key, value)
     return build_config(tree)
 

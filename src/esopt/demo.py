@@ -19,14 +19,14 @@ def main(argv: list[str]) -> int:
     if cfg.run.name is None:
         cfg.run.name = f"demo-seed{cfg.run.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
     run = RunDir.create(cfg)
-    print(f"[esopt] demo: ES on {cfg.model}, {cfg.env.size}x{cfg.env.size} Sudoku with {cfg.env.blanks} blanks, "
+    print(f"[esopt] demo: ES on {cfg.model}, {cfg.env.options.size}x{cfg.env.options.size} Sudoku with {cfg.env.options.blanks} blanks, "
           f"{cfg.es.generations} generations x {cfg.es.population} members x {cfg.es.episodes_per_member} episodes; "
           f"run folder {run.path}", flush=True)
     t0 = time.time()
     summary = Trainer(cfg, run).train()
     base, final, imp = summary["base"], summary["final"], summary["improvement"]
     print(f"[esopt] held-out: n={final['n']} puzzles (the same for base and ES), run seed {cfg.run.seed}, "
-          f"greedy decoding, reward={cfg.env.reward}")
+          f"greedy decoding, reward={cfg.env.options.reward}")
     print(f"[esopt] base {base['reward']:.4f} (solved {base['solved']:.3f}) -> ES {final['reward']:.4f} "
           f"(solved {final['solved']:.3f}); paired difference {imp['mean']:+.4f} ± {imp['se']:.4f} (SE)")
     if "validation" in summary:  # the centre's progress, measured during the run on the validation split

@@ -6,7 +6,7 @@ pytest.importorskip("playwright")
 
 from playwright._impl import _connection  # noqa: E402
 
-from esopt.envs.pw_stack import fast_stacks, frame_stack  # noqa: E402
+from esopt.envs.browser.pw_stack import fast_stacks, frame_stack  # noqa: E402
 
 
 def _both():

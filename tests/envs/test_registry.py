@@ -6,7 +6,9 @@ from esopt.envs import SudokuEnv, TextEnv, list_envs, make, register
 
 @pytest.fixture
 def isolated_registry(monkeypatch):
-    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    import esopt.envs.spec as spec
+
+    monkeypatch.setattr(spec, "_SPECS", dict(spec._SPECS))
 
 
 class EchoEnv(TextEnv):

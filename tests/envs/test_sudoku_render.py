@@ -2,7 +2,7 @@ import re
 
 from esopt.agent.rollout import Episode
 from esopt.envs import SudokuEnv, generate_puzzle, renderer_for
-from esopt.envs.sudoku_render import initial_grid, render_sudoku_episode
+from esopt.envs.sudoku.render import initial_grid, render_sudoku_episode
 
 
 def play(moves, blanks=8, seed=3):

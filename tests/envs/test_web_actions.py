@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from esopt.envs import web_actions
-from esopt.envs.web_actions import ACTIONS, ParseError, ParsedAction, check_url, parse_action
+from esopt.envs.browser import actions as web_actions
+from esopt.envs.browser.actions import ACTIONS, ParseError, ParsedAction, check_url, parse_action
 
 # reply -> the string BrowserGym gets
 ACCEPTED = [

@@ -2,6 +2,8 @@
 a scripted solver through the text interface, unsafe replies, blocked navigation, a crashed browser."""
 from __future__ import annotations
 
+import sys
+
 
 import pytest
 
@@ -11,9 +13,9 @@ from esopt.envs.base import TextEnv
 
 pytest.importorskip("browsergym.core")
 
-from esopt.envs.web_browser import MemoryChat, url_allowed  # noqa: E402
+from esopt.envs.browser.browser import MemoryChat, url_allowed  # noqa: E402
 from esopt.bench.web import scripted_reply  # noqa: E402
-from esopt.envs.web_tasks import WebTaskSet, expand, namespace_of, task_settings  # noqa: E402
+from esopt.envs.browser.tasks import WebTaskSet, expand, namespace_of, task_settings  # noqa: E402
 
 
 # -- without a browser ------------------------------------------------------------------------
@@ -71,13 +73,15 @@ def test_splits_are_disjoint_and_deterministic():
 def test_config_and_preflight(tmp_path):
     from esopt.train.preflight import check_env
 
-    cfg = load_config("configs/demo.yaml", ["env.id=browsergym", "env.task=miniwob.click-button,miniwob.enter-text"])
-    assert cfg.env.task == ["miniwob.click-button", "miniwob.enter-text"]
+    # any executable stands in for chromium: preflight checks the path, it starts no browser
+    exe = f"env.web.chromium={sys.executable}"
+    cfg = load_config("configs/demo.yaml", ["env.id=browsergym", "env.task=miniwob.click-button,miniwob.enter-text", exe])
+    assert cfg.env.options.task == ["miniwob.click-button", "miniwob.enter-text"]
     check_env(cfg.env)
     for overrides, message in [
-        (["env.id=browsergym"], "needs env.task"),
-        (["env.id=browsergym", "env.task=miniwob.no-such-task"], "unknown BrowserGym task"),
-        (["env.id=browsergym", "env.task=nowhere.x"], "unknown BrowserGym task"),
+        (["env.id=browsergym", exe], "needs env.options.task"),
+        (["env.id=browsergym", "env.task=miniwob.no-such-task", exe], "unknown BrowserGym task"),
+        (["env.id=browsergym", "env.task=nowhere.x", exe], "unknown BrowserGym task"),
         (["env.id=browsergym", "env.task=miniwob.click-button", "env.web.chromium=/nonexistent/chrome"],
          "not an executable"),
     ]:
@@ -139,7 +143,7 @@ def test_rollout_starts_lazy_episodes_at_most_max_live_at_once():
 @pytest.fixture
 def browser_env():
     from esopt.envs import make
-    from esopt.envs.web_browser import close_shared_browsers
+    from esopt.envs.browser.browser import close_shared_browsers
 
     made = []
 
@@ -208,7 +212,7 @@ def test_pages_cannot_reach_other_hosts(browser_env):
 
 @pytest.mark.browser
 def test_a_crashed_browser_fails_one_episode_and_the_next_gets_a_new_one(browser_env):
-    from esopt.envs.web_browser import _BROWSERS
+    from esopt.envs.browser.browser import _BROWSERS
 
     env = browser_env("miniwob.click-button")
     policy = _EchoPolicy()
@@ -244,7 +248,7 @@ def test_reused_pages_play_the_same_episodes_as_fresh_pages(browser_env):
         for task, seed in plan:
             played.setdefault(reuse, []).append(play(envs[task], task, seed))
         if reuse:  # a finished episode's page went back to the pool and the next episode took it
-            from esopt.envs.web_browser import _IDLE
+            from esopt.envs.browser.browser import _IDLE
 
             assert sum(len(v) for v in _IDLE.values()) == 1
     assert played[True] == played[False]

@@ -1,6 +1,6 @@
 """The run report's web episode view: page seen, reply, action, error, turn by turn, all escaped."""
 from esopt.envs import renderer_for
-from esopt.envs.web_env import excerpt
+from esopt.envs.browser.env import excerpt
 
 
 def test_web_episodes_render_turn_by_turn_and_escaped():

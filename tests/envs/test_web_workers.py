@@ -1,4 +1,4 @@
-"""Envs in worker processes (esopt.envs.web_workers): same episodes as in-process, failures isolated,
+"""Envs in worker processes (esopt.envs.browser.workers): same episodes as in-process, failures isolated,
 dead workers replaced. Sudoku stands in for the browser where no browser is needed."""
 import os
 import signal
@@ -8,7 +8,7 @@ import pytest
 from esopt.agent.rollout import AgentContext, call_envs, rollout
 from esopt.envs import make
 from esopt.envs.sudoku import generate_puzzle
-from esopt.envs.web_workers import RemoteEnv, WorkerDied, WorkerError, close_worker_pools, worker_pool
+from esopt.envs.browser.workers import RemoteEnv, WorkerDied, WorkerError, close_worker_pools, worker_pool
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from esopt.envs.webarena import configs, sites
-from esopt.envs.webarena.grade import check_text, post_url, target_url
-from esopt.envs.webarena.judge import Judge, JudgeError
-from esopt.envs.webarena.scoring import check_contents, url_matches
+from esopt.envs.browser.webarena import configs, sites
+from esopt.envs.browser.webarena.grade import check_text, post_url, target_url
+from esopt.envs.browser.webarena.judge import Judge, JudgeError
+from esopt.envs.browser.webarena.scoring import check_contents, url_matches
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -169,7 +169,7 @@ def task_file(tmp_path):
 
 
 def test_file_namespace_ids_and_errors(task_file, tmp_path):
-    from esopt.envs.web_tasks import expand, namespace_of, task_split
+    from esopt.envs.browser.tasks import expand, namespace_of, task_split
 
     ids = expand([f"webarena-file:{task_file}"])
     assert ids == [f"webarena-file:{task_file.resolve()}#{k}" for k in (1, 2, 3, 4)]
@@ -188,7 +188,7 @@ def test_file_namespace_ids_and_errors(task_file, tmp_path):
 
 
 def test_check_task_names_what_is_missing(task_file, monkeypatch, tmp_path):
-    from esopt.envs.webarena.namespaces import check_task
+    from esopt.envs.browser.webarena.namespaces import check_task
 
     monkeypatch.delenv("WA_SHOPPING", raising=False)
     monkeypatch.delenv("ESOPT_WEBARENA_AUTH", raising=False)
@@ -227,9 +227,11 @@ def test_preflight_wants_the_sites_hosts_allowed(tmp_path, monkeypatch):
     monkeypatch.setenv("WA_SHOPPING", "http://shop.internal:7770")
 
     def check(*overrides):
-        check_env(load_config("configs/demo.yaml", ["env.id=browsergym", *overrides]).env)
+        # any executable stands in for chromium: preflight checks the path, it starts no browser
+        check_env(load_config("configs/demo.yaml", ["env.id=browsergym", f"env.web.chromium={sys.executable}",
+                                                     *overrides]).env)
 
-    with pytest.raises(ConfigError, match=r"env.web.allowed_hosts lacks shop.internal, .*add it"):
+    with pytest.raises(ConfigError, match=r"env.options.web.allowed_hosts lacks shop.internal, .*add it"):
         check(f"env.task=webarena-file:{plain}")
     check(f"env.task=webarena-file:{plain}", "env.web.allowed_hosts=[127.0.0.1,shop.internal]")
     with pytest.raises(ConfigError, match="#3: it grades with fuzzy_match, which needs an LLM judge"):
@@ -258,7 +260,7 @@ def fake_lite(tmp_path, monkeypatch):
 
 
 def test_lite_ids_come_from_the_package_data_without_importing_it(fake_lite):
-    from esopt.envs.web_tasks import expand, task_settings, task_split
+    from esopt.envs.browser.tasks import expand, task_settings, task_split
 
     assert expand(["webarenalite.*"]) == ["webarenalite.4", "webarenalite.15"]
     kwargs, files = task_settings("webarenalite.15", {"base_url": "http://127.0.0.1:1/v1", "model": "m"})
@@ -271,7 +273,7 @@ def test_lite_ids_come_from_the_package_data_without_importing_it(fake_lite):
 
 
 def test_missing_package_says_what_to_install(monkeypatch):
-    from esopt.envs.web_tasks import expand
+    from esopt.envs.browser.tasks import expand
 
     configs.packaged.cache_clear()
     monkeypatch.setitem(configs.PACKAGED, "webarena", configs.PackagedSource("esopt-no-such-dist", "x.json", "task_id"))
@@ -301,8 +303,8 @@ def test_importing_does_no_network(task_file):
         socket.socket.connect = refuse
         socket.create_connection = refuse
         socket.getaddrinfo = refuse
-        import esopt.envs.web_tasks as wt
-        from esopt.envs.webarena import configs, episode, grade, judge, namespaces, preflight, scoring, sites
+        import esopt.envs.browser.tasks as wt
+        from esopt.envs.browser.webarena import configs, episode, grade, judge, namespaces, preflight, scoring, sites
         assert wt.expand(["webarena-file:{task_file}"])
         assert not [m for m in sys.modules if m.startswith(("browsergym.webarena", "nltk", "webarena"))]
         print("ok")

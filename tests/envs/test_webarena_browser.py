@@ -14,8 +14,8 @@ import pytest
 pytest.importorskip("browsergym.core")
 
 from esopt.envs import make  # noqa: E402
-from esopt.envs.web_browser import close_shared_browsers  # noqa: E402
-from esopt.envs.webshop import ShopSite  # noqa: E402
+from esopt.envs.browser.browser import close_shared_browsers  # noqa: E402
+from esopt.envs.browser.webshop import ShopSite  # noqa: E402
 
 pytestmark = pytest.mark.browser
 _FIELD = re.compile(r"^\s*\[(\w+)\] (textbox|button) '([^']*)'", re.M)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from esopt.envs.webarena import verified
+from esopt.envs.browser.webarena import verified
 
 FAKE_CLI = '''#!{python}
 import json, pathlib, sys, zipfile
@@ -82,7 +82,7 @@ def test_cli_missing_is_one_clear_line(monkeypatch, tmp_path):
 
 
 def test_task_list_ids_and_preflight(fake_cli, monkeypatch):
-    from esopt.envs.web_tasks import expand, task_hosts, task_settings, task_split
+    from esopt.envs.browser.tasks import expand, task_hosts, task_settings, task_split
 
     assert expand(["webarena-verified.*"]) == ["webarena-verified.7", "webarena-verified.8"]
     kwargs, _ = task_settings("webarena-verified.7")
@@ -120,8 +120,8 @@ def test_grade_runs_the_cli_on_the_episode_files(fake_cli, tmp_path):
 def test_a_verified_episode_is_graded_from_its_trace(fake_cli, monkeypatch):
     pytest.importorskip("browsergym.core")
     from esopt.envs import make
-    from esopt.envs.web_browser import close_shared_browsers
-    from esopt.envs.webshop import ShopSite
+    from esopt.envs.browser.browser import close_shared_browsers
+    from esopt.envs.browser.webshop import ShopSite
 
     with ShopSite(0) as site:
         monkeypatch.setenv("WA_SHOPPING", site.base_url)
@@ -145,8 +145,8 @@ def test_a_verified_episode_is_graded_from_its_trace(fake_cli, monkeypatch):
                     reason="set ESOPT_TEST_WEBARENA_VERIFIED_CLI to a webarena-verified executable (its own venv)")
 def test_the_real_verified_cli_grades_local_shop_episodes(tmp_path, monkeypatch):
     from esopt.envs import make
-    from esopt.envs.web_browser import close_shared_browsers
-    from esopt.envs.webshop import ShopSite
+    from esopt.envs.browser.browser import close_shared_browsers
+    from esopt.envs.browser.webshop import ShopSite
 
     dataset = [
         {"sites": ["shopping"], "task_id": 0, "intent_template_id": 1, "start_urls": ["__SHOPPING__/account"],

@@ -1,8 +1,10 @@
 """Run many episodes of one policy together: each turn, every live episode's
 conversation is decoded in one batched generation, then stepped in its env.
 
-A failure inside one episode (its env raising) is recorded with the traceback
-and ends that episode with the failure reward; the others go on. Envs that run
+A failure inside one episode (its env raising, or answering reset/step with
+something that is not what the TextEnv protocol says) is recorded with the
+traceback and ends that episode with the failure reward; the others go on. An
+episode the env does not end is truncated at its turn limit (``max_turns``). Envs that run
 elsewhere (browser envs in worker processes) are all started on their reset or
 step before any is waited for (``call_envs``), so they work side by side.
 """
@@ -23,6 +25,7 @@ class Episode:
     done: bool = False
     solved: bool = False
     error: str | None = None
+    truncated: bool = False  # ended by its turn limit (the env's truncated, or the rollout's max_turns)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -55,7 +58,7 @@ def rollout(policy, envs, tasks: list[str], observations: list[str], context: Ag
             max_new_tokens: int, sampling: Sampling = Sampling(), seed: int = 0,
             failure_reward: float = 0.0, on_turn=None, row_context=None, record_ids: bool = False,
             row_groups: list | None = None, max_live: int | None = None,
-            kv_reuse: str = "auto") -> list[Episode]:
+            kv_reuse: str = "auto", max_turns: int | tuple | None = None) -> list[Episode]:
     """Play every env to the end. An env comes already reset with its first observation, or
     with None in ``observations``: then it is reset when its episode starts, and at most
     ``max_live`` episodes (None: all) are under way at once; the next waiting one starts as
@@ -73,6 +76,9 @@ def rollout(policy, envs, tasks: list[str], observations: list[str], context: Ag
     full and the policy offers new_turn_cache() (agent.kv_reuse; models/turncache.py),
     so a turn encodes only its new tokens; off re-encodes every prompt. The cache is
     made here and dropped on return: it holds keys/values of this call's weights only.
+    max_turns: the turn limit, an int, or (env.max_turns or None, default): the configured
+    limit, else each env's own ``max_turns``, else the default. An episode still running
+    there is truncated (recorded as such) whatever the env says.
     """
     if kv_reuse not in ("auto", "off"):
         raise ValueError(f"agent.kv_reuse must be auto or off, got {kv_reuse!r}")
@@ -85,15 +91,16 @@ def rollout(policy, envs, tasks: list[str], observations: list[str], context: Ag
         turn_cache = policy.new_turn_cache()
     try:
         return _play(policy, envs, tasks, observations, context, max_new_tokens, sampling, seed, failure_reward,
-                     on_turn, row_context, record_ids, row_groups, turn_cache, max_live)
+                     on_turn, row_context, record_ids, row_groups, turn_cache, max_live, max_turns)
     finally:
         if turn_cache is not None:
             turn_cache.disable("rollout ended")  # frees every episode's keys/values
 
 
 def _play(policy, envs, tasks, observations, context, max_new_tokens, sampling, seed, failure_reward, on_turn,
-          row_context, record_ids, row_groups, turn_cache, max_live) -> list[Episode]:
+          row_context, record_ids, row_groups, turn_cache, max_live, max_turns) -> list[Episode]:
     episodes = [Episode(task=t, observation0=o or "") for t, o in zip(tasks, observations)]
+    limits = [turn_limit(env, max_turns) for env in envs]
     current = list(observations)
     waiting = [i for i, o in enumerate(observations) if o is None][::-1]  # popped from the end: in order
     past: list[list[tuple[str, str]]] = [[] for _ in envs]
@@ -104,11 +111,13 @@ def _play(policy, envs, tasks, observations, context, max_new_tokens, sampling, 
         while waiting and (max_live is None or len(live) + len(starting) < max_live):
             starting.append(waiting.pop())
         for i, result in call_envs(envs, starting, "reset", [()] * len(starting)).items():
+            result = checked(result, "reset")
             if isinstance(result, EnvFailure):
                 episodes[i].error = result.traceback
                 episodes[i].reward, episodes[i].done = failure_reward, True
             else:
                 current[i] = episodes[i].observation0 = result[0]
+                limits[i] = turn_limit(envs[i], max_turns)  # an env may set its limit in reset
                 live.append(i)
         live.sort()
         if not live:
@@ -125,11 +134,12 @@ def _play(policy, envs, tasks, observations, context, max_new_tokens, sampling, 
         stepped = call_envs(envs, live, "step", [(r,) for r in replies])
         for k, (i, reply) in enumerate(zip(live, replies)):
             ep = episodes[i]
-            if isinstance(stepped[i], EnvFailure):
-                ep.error = stepped[i].traceback
+            result = checked(stepped[i], "step")
+            if isinstance(result, EnvFailure):
+                ep.error = result.traceback
                 ep.reward, ep.done = failure_reward, True
                 continue
-            obs, reward, terminated, truncated, info = stepped[i]
+            obs, reward, terminated, truncated, info = result
             ep.turns.append({"response": reply, "action": info.get("action"), "feedback": info.get("feedback"),
                              "reward": reward, **info.get("record", {})})
             if record_ids:
@@ -137,13 +147,60 @@ def _play(policy, envs, tasks, observations, context, max_new_tokens, sampling, 
             ep.reward += float(reward)
             past[i].append((current[i], reply))
             current[i] = obs
-            if terminated or truncated:
+            over_limit = limits[i] is not None and len(ep.turns) >= limits[i] and not terminated
+            if terminated or truncated or over_limit:
                 ep.done, ep.solved = True, bool(info.get("solved", False))
+                ep.truncated = bool(truncated or over_limit) and not terminated
+                if over_limit and not truncated:
+                    close_quietly(envs[i])
         if turn_cache is not None:  # finished episodes free their keys/values
             turn_cache.drop([i for i in live if episodes[i].done])
         turn += 1
         if on_turn:
             on_turn(turn, sum(ep.done for ep in episodes))
+
+
+def turn_limit(env, max_turns) -> int | None:
+    """An episode's turn limit: max_turns if an int; for (configured, default): the configured one,
+    else the env's own ``max_turns``, else the default."""
+    if max_turns is None or isinstance(max_turns, int):
+        return max_turns
+    configured, default = max_turns
+    own = getattr(env, "max_turns", None)
+    return configured or (own if isinstance(own, int) and not isinstance(own, bool) and own > 0 else default)
+
+
+def checked(result, method: str):
+    """An env's answer to reset/step as the protocol says (obs, info) / (obs, reward, terminated,
+    truncated, info), or an EnvFailure saying what came back instead."""
+    if isinstance(result, EnvFailure):
+        return result
+    size = 2 if method == "reset" else 5
+    ok = isinstance(result, tuple) and len(result) == size and isinstance(result[0], str) \
+        and isinstance(result[-1], dict)
+    if ok and method == "step":
+        try:
+            result = (result[0], float(result[1]), bool(result[2]), bool(result[3]), result[4])
+        except (TypeError, ValueError):
+            ok = False
+    if ok:
+        return result
+    shape = "(observation: str, info: dict)" if method == "reset" else \
+        "(observation: str, reward: float, terminated: bool, truncated: bool, info: dict)"
+    return EnvFailure(f"the env's {method}() returned {_short(result)}; a TextEnv's {method} returns {shape}")
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
+def close_quietly(env) -> None:
+    """Close an env the rollout truncated (the env did not end its episode itself)."""
+    try:
+        env.close()
+    except Exception:
+        pass
 
 
 @dataclass(frozen=True)
@@ -155,7 +212,7 @@ class EnvFailure:
 
 def call_envs(envs, indices: list[int], method: str, args: list[tuple]) -> dict:
     """``envs[i].<method>(*args)`` for each index, as {index: result or EnvFailure}. Envs that offer
-    ``start_<method>``/``finish_<method>`` (browser envs in worker processes, envs/web_workers.py)
+    ``start_<method>``/``finish_<method>`` (browser envs in worker processes, envs/browser/workers.py)
     all get started before any is waited for, so they run at the same time; the others run in turn."""
     out: dict = {}
     started = set()

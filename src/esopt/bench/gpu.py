@@ -64,14 +64,14 @@ TINY_SHAPES = {
 SECTION_OVERRIDES = {
     "demo": [],
     "compiled": [],
-    "4b": ["env.size=9", "env.blanks=5", "env.max_turns=3", "agent.max_new_tokens=32", "agent.examples=[]",
+    "4b": ["env.options.size=9", "env.options.blanks=5", "env.max_turns=3", "agent.max_new_tokens=32", "agent.examples=[]",
            "es.population=8", "es.episodes_per_member=8"],
-    "27b": ["env.size=9", "env.blanks=5", "env.max_turns=1", "agent.max_new_tokens=16", "agent.examples=[]",
+    "27b": ["env.options.size=9", "env.options.blanks=5", "env.max_turns=1", "agent.max_new_tokens=16", "agent.examples=[]",
             "es.population=2", "es.episodes_per_member=2"],
 }
 # --tiny: the same sections and phases in seconds on the CPU (es.kernels=torch: the path a GPU takes)
 TINY_OVERRIDES = ["model=tiny-llama", "es.population=2", "es.episodes_per_member=2", "agent.max_new_tokens=3",
-                  "env.size=4", "env.blanks=2", "env.max_turns=2", "agent.examples=[]", "runtime.threads=1",
+                  "env.options.size=4", "env.options.blanks=2", "env.max_turns=2", "agent.examples=[]", "runtime.threads=1",
                   "tasks.validation=0", "tasks.heldout=2", "es.table_size=4194304", "es.kernels=torch"]
 
 
@@ -314,7 +314,7 @@ def measure_section(config: str, overrides: list[str], section: str, tiny: bool,
     out = {"model": cfg.model if kind in DEMO_KINDS else f"random Qwen3 {kind} shape", "params": params,
            "dtype": cfg.runtime.dtype, "device": device, "population": cfg.es.population,
            "episodes_per_member": cfg.es.episodes_per_member, "max_new_tokens": cfg.agent.max_new_tokens,
-           "max_turns": cfg.env.max_turns, "board": f"{cfg.env.size}x{cfg.env.size}, {cfg.env.blanks} blanks",
+           "max_turns": cfg.env.max_turns, "board": f"{cfg.env.options.size}x{cfg.env.options.size}, {cfg.env.options.blanks} blanks",
            "weights_mb": sum(p.numel() * p.element_size() for p in model.parameters()) / 2**20,
            "load_seconds": time.perf_counter() - t0, "phases": {}}
     _warm_up(model, tok, device)

@@ -61,11 +61,11 @@ def task_overrides(name: str) -> list[str]:
     if blanks > MAX_BLANKS[size]:
         raise ConfigError(f"bench horizon: task {name!r} has more blanks than a {size}x{size} puzzle allows "
                           f"(at most {MAX_BLANKS[size]})")
-    return [f"env.size={size}", f"env.blanks={blanks}", f"env.max_turns={3 * blanks}"]
+    return [f"env.options.size={size}", f"env.options.blanks={blanks}", f"env.max_turns={3 * blanks}"]
 
 
 def _blanks(name: str) -> int:
-    return int(next(o for o in task_overrides(name) if o.startswith("env.blanks=")).split("=")[1])
+    return int(next(o for o in task_overrides(name) if o.startswith("env.options.blanks=")).split("=")[1])
 
 
 def default_grpo_lr(out: str) -> tuple[float, str]:

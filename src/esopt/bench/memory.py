@@ -33,9 +33,9 @@ from ..utils.memory import peak_rss_mb
 PHASES = ("inference", "es", "grpo")
 TASKS = {
     "4x4-demo": [],
-    "9x9-h5": ["env.size=9", "env.blanks=5", "env.max_turns=15"],
-    "9x9-h10": ["env.size=9", "env.blanks=10", "env.max_turns=30"],
-    "9x9-h15": ["env.size=9", "env.blanks=15", "env.max_turns=45"],
+    "9x9-h5": ["env.options.size=9", "env.options.blanks=5", "env.max_turns=15"],
+    "9x9-h10": ["env.options.size=9", "env.options.blanks=10", "env.max_turns=30"],
+    "9x9-h15": ["env.options.size=9", "env.options.blanks=15", "env.max_turns=45"],
 }
 
 

@@ -34,7 +34,7 @@ from statistics import median
 
 # 16 blanks: more than 15 turns can fill, so no episode ends early; no few-shot example (the demo's is a 4x4
 # board). Turn 15's prompt is then ~8.3k tokens, just past SmolLM2's 8192 positions (the bench says so)
-DEFAULTS = ["env.id=sudoku", "env.size=9", "env.blanks=16", "env.max_turns=15", "agent.history=full",
+DEFAULTS = ["env.id=sudoku", "env.options.size=9", "env.options.blanks=16", "env.max_turns=15", "agent.history=full",
             "agent.examples=[]"]
 
 
@@ -77,8 +77,8 @@ def main(config: str, overrides: list[str], out: str, repeats: int = 3) -> dict:
     from ..config import load_config
     from ..models import HFPolicy, load_model
     from ..train.evaluate import sampling_of
-    from ..envs import make
-    from ..envs.sudoku import generate_puzzle
+    from ..envs.sudoku import SudokuEnv, generate_puzzle
+    from ..envs.sudoku.spec import SudokuOptions
     from .common import write_results
 
     cfg = load_config(config, DEFAULTS + overrides + [f"run.out_dir={tempfile.mkdtemp()}"])
@@ -90,18 +90,18 @@ def main(config: str, overrides: list[str], out: str, repeats: int = 3) -> dict:
     policy = HFPolicy(model, tok, cfg.agent.batch_size)
     dynamic = HFPolicy(model, tok, cfg.agent.batch_size, grow_cache=False)
     sampling, context, n = sampling_of(cfg.agent), AgentContext.from_config(cfg.agent), cfg.es.episodes_per_member
-    last = cfg.env.max_turns or 3 * cfg.env.blanks
-    if cfg.env.id != "sudoku":
+    o = cfg.env.options
+    if not isinstance(o, SudokuOptions):  # it plays fixed Sudoku puzzles
         raise SystemExit(f"esopt bench multiturn: env.id must be sudoku, got {cfg.env.id!r}")
-    puzzles = [generate_puzzle(cfg.env.size, cfg.env.blanks, cfg.run.seed + k) for k in range(n)]
+    last = cfg.env.max_turns or 3 * o.blanks
+    puzzles = [generate_puzzle(o.size, o.blanks, cfg.run.seed + k) for k in range(n)]
     print(f"[bench multiturn] {cfg.model} ({cfg.runtime.dtype}, {torch.get_num_threads()} threads), {n} episodes of "
-          f"Sudoku {cfg.env.size}x{cfg.env.size}, {cfg.env.blanks} blanks, {last} turns, full history; "
-          f"{repeats} repeats", flush=True)
+          f"Sudoku {o.size}x{o.size}, {o.blanks} blanks, {last} turns, full history; {repeats} repeats", flush=True)
     policy.generate([[{"role": "user", "content": "Warm up."}]], 2, sampling)  # first-call costs out of turn 1
 
     def play(pol):
-        envs = [make("sudoku", size=cfg.env.size, blanks=cfg.env.blanks, max_turns=last, reward=cfg.env.reward,
-                     puzzle=p) for p in puzzles]  # the same puzzles every time
+        envs = [SudokuEnv(size=o.size, blanks=o.blanks, max_turns=last, reward=o.reward, puzzle=p)
+                for p in puzzles]  # the same puzzles every time
         timed = TimedPolicy(pol)
         rollout(timed, envs, [str(k) for k in range(n)], [e.reset()[0] for e in envs], context,
                 cfg.agent.max_new_tokens, sampling, seed=cfg.run.seed, kv_reuse="auto")
@@ -114,7 +114,7 @@ def main(config: str, overrides: list[str], out: str, repeats: int = 3) -> dict:
         dyn = play(dynamic).turns
         if len(kv) < last or kv[last - 1]["rows"] != n:
             raise SystemExit(f"esopt bench multiturn: episodes ended before turn {last} ({len(kv)} turns played, "
-                             f"{kv[-1]['rows']} episodes in the last); use more env.blanks")
+                             f"{kv[-1]['rows']} episodes in the last); use more env.options.blanks")
         plain = {t: timed_plain(policy, kv[t - 1], cfg.agent.max_new_tokens, sampling) for t in (1, last)}
         longest = max(len(tok(t, add_special_tokens=False)["input_ids"]) for t in policy.prompt_texts(kv[last - 1]["convs"]))
         limit = getattr(model.config, "max_position_embeddings", None)

@@ -3,7 +3,7 @@
 Both play the same MiniWoB++ episodes (task, seed) with the same scripted solver
 (it reads only the observation text, as a model does), alternating episode by
 episode so both see the same machine:
-- esopt: env.id=browsergym (esopt.envs.web_env): one browser per process, a fresh
+- esopt: env.id=browsergym (esopt.envs.browser.env): one browser per process, a fresh
   context per episode, no chat window, no pre-observation delay, slow_mo 0;
 - default: ``gym.make("browsergym/<task>")`` as BrowserGym ships it: a page
   browser and a chat browser launched at every reset, a 0.5 s pre-observation
@@ -18,7 +18,7 @@ web_default_reset_s, and web_pool_over_default_episodes_per_s.
 Then episodes side by side, as a rollout plays them: ``parallel`` episodes at
 once (all reset together, then every live episode stepped each turn, through
 agent.rollout's ``call_envs``), in this process (workers 1) and in 2 and 4
-worker processes (env.web.workers, envs/web_workers.py); ``rounds`` rounds per
+worker processes (env.options.web.workers, envs/browser/workers.py); ``rounds`` rounds per
 setting, settings alternating round by round, after one untimed warm-up round
 that starts the workers and their browsers. Per setting: the amortised reset
 (wall time of the reset phase / episodes; median over rounds) and episodes per
@@ -58,8 +58,8 @@ class _DefaultEnv:
     def __init__(self, task: str, chromium: str, max_turns: int):
         import gymnasium as gym
 
-        from ..envs.web_tasks import load_namespace, namespace_of, task_settings
-        from ..envs.webshop.launch import use_chromium
+        from ..envs.browser.tasks import load_namespace, namespace_of, task_settings
+        from ..envs.browser.webshop.launch import use_chromium
 
         load_namespace(namespace_of(task))
         use_chromium(chromium)  # its chat browser launches with playwright's default executable otherwise
@@ -68,14 +68,14 @@ class _DefaultEnv:
         self.max_turns, self.turns = max_turns, 0
 
     def reset(self, seed: int):
-        from ..envs.web_obs import observation_text
+        from ..envs.browser.obs import observation_text
 
         self.turns = 0
         obs, _ = self.env.reset(seed=seed)
         return observation_text(obs), {}
 
     def step(self, action: str):
-        from ..envs.web_obs import observation_text
+        from ..envs.browser.obs import observation_text
 
         self.turns += 1
         obs, reward, terminated, truncated, _ = self.env.step(action)
@@ -97,7 +97,7 @@ def _side_by_side(workers: int, plan: list[tuple[str, int]], chromium: str, max_
     """Play ``plan``'s episodes at once with ``workers`` (1: in this process); wall times."""
     from ..agent.rollout import call_envs
     from ..envs import make
-    from ..envs.web_workers import RemoteEnv, worker_pool
+    from ..envs.browser.workers import RemoteEnv, worker_pool
 
     kwargs = [{"task": t, "seed": s, "max_turns": max_turns, "chromium": chromium} for t, s in plan]
     envs = [RemoteEnv(worker_pool(workers), **kw) if workers > 1 else make("browsergym", **kw) for kw in kwargs]
@@ -126,7 +126,7 @@ def _side_by_side(workers: int, plan: list[tuple[str, int]], chromium: str, max_
 
 
 def parallel(chromium: str, max_turns: int, episodes: int = 12, rounds: int = 3, settings=(1, 2, 4)) -> dict:
-    """Episodes side by side per setting of env.web.workers (see the module docstring)."""
+    """Episodes side by side per setting of env.options.web.workers (see the module docstring)."""
     plan = [(TASKS[k % len(TASKS)], 2000 + k) for k in range(episodes)]
     for w in settings:  # warm-up: workers spawned, browsers launched
         _side_by_side(w, plan, chromium, max_turns)
@@ -159,8 +159,8 @@ def _episode(env, task: str, seed: int) -> dict:
 def main(out: str, episodes: int = 12, chromium: str | None = None, max_turns: int = 6,
          workers=(1, 2, 4)) -> dict:
     from ..envs import make
-    from ..envs.web_browser import close_shared_browsers, find_chromium
-    from ..envs.web_workers import close_worker_pools
+    from ..envs.browser.browser import close_shared_browsers, find_chromium
+    from ..envs.browser.workers import close_worker_pools
     from .common import write_results
 
     exe = find_chromium(chromium)

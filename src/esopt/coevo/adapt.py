@@ -67,7 +67,7 @@ class AdaptConfig(Strict):
             if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name):
                 raise ValueError(f"task name {name!r} must be a folder name (letters, digits, . _ -)")
             if not isinstance(overrides, dict):
-                raise ValueError(f"task {name!r} must map dotted keys to values (e.g. {{env.blanks: 3}})")
+                raise ValueError(f"task {name!r} must map dotted keys to values (e.g. {{env.options.blanks: 3}})")
         return v
 
 

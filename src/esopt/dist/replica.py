@@ -44,10 +44,15 @@ def worker_device(device: str) -> str:
 class Replica:
     def __init__(self, cfg, index: int, threads: int, base_hash: str, records: list[dict], rollout_fn=None,
                  env: dict | None = None):
-        """records: the history so far (replay_records); rollout_fn: a replacement for run_episodes
-        (tests); env: environment variables to set first (ESOPT_CACHE)."""
+        """cfg: the run's Config, or its model_dump (what the Ray driver sends); records: the history so
+        far (replay_records); rollout_fn: a replacement for run_episodes (tests); env: environment
+        variables to set first (ESOPT_CACHE, ESOPT_ENV_PATH)."""
         os.environ.update(env or {})
         set_threads(threads)  # torch's, and numba's pool for the kernels (before numba loads)
+        if isinstance(cfg, dict):  # from the driver as plain data: the env (a user's module too) is imported here
+            from ..config import build_config
+
+            cfg = build_config(cfg)
         self.cfg, self.index = cfg, index
         t0 = time.time()
         self.model, tokenizer = load_model(cfg.model, cfg.runtime.dtype, worker_device(cfg.runtime.device))

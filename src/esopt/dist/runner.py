@@ -25,6 +25,7 @@ from ..es.perturb import weights_hash
 from ..train.evaluate import summarize
 from ..train.members import new_times, work_units
 from ..train.runner import Played
+from ..envs.spec import env_import_path
 from .cluster import Plan, connect, import_ray, local_cores, plan_workers
 from .errors import ReplicaError, ReplicaMismatchError
 from .replica import Replica, replay_records
@@ -91,7 +92,9 @@ class RayRunner:
         records = replay_records(tr.history.records)
         rollout = None if tr.rollout_fn is _default_rollout() else tr.rollout_fn
         env = {"ESOPT_CACHE": os.environ["ESOPT_CACHE"]} if "ESOPT_CACHE" in os.environ else {}
-        args = (tr.cfg, self.next_index, self.plan.threads, tr.history.meta["base_weights_hash"], records, rollout, env)
+        env |= env_import_path(tr.cfg.env.id)
+        # the config travels as plain data: a replica rebuilds it, importing the env where it runs
+        args = (tr.cfg.model_dump(mode="json"), self.next_index, self.plan.threads, tr.history.meta["base_weights_hash"], records, rollout, env)
         self.bytes["start"] += _size(args)
         actor = self.actor_class.options(num_cpus=self.plan.threads, num_gpus=self.plan.gpus).remote(*args)
         worker = Worker(self.next_index, actor, actor.info.remote())

@@ -1,24 +1,27 @@
-"""Text environments: a small registry plus the Sudoku task."""
+"""Text environments: the TextEnv interface (base.py), env specs and how an env.id is found
+(spec.py), the name API (registry.py), and esopt's own envs, each in its folder: sudoku/,
+browser/ (BrowserGym; the local shop and WebArena as its namespaces), gem/ (GEM's games),
+reasoning_gym/ (reasoning-gym's tasks), dataset/ (prompts from a file and a reward function)."""
 
 from esopt.envs.base import TextEnv
 from esopt.envs.registry import list_envs, make, register, register_renderer, renderer_for
-from esopt.envs.sudoku import SudokuEnv, SudokuTasks, generate_puzzle, parse_action
-from esopt.envs.sudoku_render import render_sudoku_episode
-from esopt.envs.web_render import render_web_episode
+from esopt.envs.spec import EnvSpec, SeedTasks, register_spec, resolve
 
-register("sudoku", SudokuEnv)
-
-
-def _browsergym_env(**kwargs) -> TextEnv:
-    """env.id=browsergym (esopt.envs.web_env); imported on first use: BrowserGym is an optional extra."""
-    from esopt.envs.web_env import BrowserGymEnv
-
-    return BrowserGymEnv(**kwargs)
+# esopt's own envs, by the path of their spec: imported when an env.id first names one
+register_spec("esopt.envs.sudoku.spec:SPEC", "sudoku")
+register_spec("esopt.envs.browser.spec:SPEC", "browsergym")
+register_spec("esopt.envs.gem.spec:SPEC", "gem")
+register_spec("esopt.envs.reasoning_gym.spec:SPEC", "reasoning-gym")
+register_spec("esopt.envs.dataset.spec:SPEC", "dataset")
 
 
-register("browsergym", _browsergym_env)
-register_renderer("sudoku", render_sudoku_episode)
-register_renderer("browsergym", render_web_episode)
+def __getattr__(name: str):  # older imports: esopt.envs.SudokuEnv and friends
+    if name in ("SudokuEnv", "SudokuTasks", "generate_puzzle", "parse_action"):
+        from esopt.envs import sudoku
 
-__all__ = ["TextEnv", "make", "register", "list_envs", "register_renderer", "renderer_for", "SudokuEnv", "SudokuTasks",
-           "generate_puzzle", "parse_action"]
+        return getattr(sudoku, name)
+    raise AttributeError(f"module 'esopt.envs' has no attribute {name!r}")
+
+
+__all__ = ["TextEnv", "EnvSpec", "SeedTasks", "make", "register", "register_spec", "resolve", "list_envs",
+           "register_renderer", "renderer_for"]

@@ -76,6 +76,24 @@ def _items(d: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in d.items())
 
 
+def _env_row(c) -> str:
+    """env.id, its turn limit and the options its spec shows (all of them for an env not found here);
+    configs written before env.options keep an env's keys directly under env."""
+    env = _dict(c("env"))
+    if not env:
+        return "unknown"
+    options = _dict(env.get("options")) or {k: v for k, v in env.items() if k not in ("id", "max_turns", "options")}
+    try:
+        from ..envs.spec import resolve
+
+        keys = resolve(str(env.get("id", "sudoku"))).summary_keys
+    except Exception:  # an env that cannot be imported here still gets its settings shown
+        keys = ()
+    shown = {k: options[k] for k in keys if k in options} if keys else options
+    head = {"id": env.get("id", "sudoku")} | ({"max_turns": env["max_turns"]} if env.get("max_turns") else {})
+    return _items(head | shown)
+
+
 def _es_rows(c) -> list[tuple[str, str]]:
     sig, alp = _dict(c("es.sigma")), _dict(c("es.alpha"))
     es = (f"G={c('es.population')} members ({'antithetic' if c('es.antithetic') else 'independent'}), "
@@ -95,7 +113,7 @@ def summary_rows(run: RunData) -> list[tuple[str, str]]:
     if isinstance(meta.get("scope_numel"), int):
         model += f", {meta['scope_numel']:,} parameters in scope"
     rows = [("run folder", f"<code>{escape(str(run.path))}</code>"), ("status", escape(run.status)),
-            ("model", model), ("environment", escape(_items(_dict(c("env"))) or "unknown")),
+            ("model", model), ("environment", escape(_env_row(c))),
             ("run seed", escape(str(c("run.seed", "unknown")))), ("held-out reward", _heldout(run)),
             ("algorithm", escape(run.algo))]
     if run.algo == "es":

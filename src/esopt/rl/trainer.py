@@ -22,7 +22,7 @@ from ..es.perturb import weights_hash
 from ..models import HFPolicy, load_model
 from ..models.policy import Sampling
 from ..utils.seeding import derive_seed
-from ..train.evaluate import max_live_of
+from ..train.evaluate import max_live_of, turn_limit_of
 from ..train.loop import train_loop
 from ..train.summary import finish_run, record_eval
 from ..train.rundir import RunDir
@@ -121,7 +121,7 @@ class GRPOTrainer:
         return rollout(self.policy, envs, ids, obs, self.context, self.cfg.agent.max_new_tokens, self.sampling,
                        seed=derive_seed("grpo-rollout", self.cfg.run.seed, t), failure_reward=self.cfg.run.failure_reward,
                        on_turn=on_turn, record_ids=True, max_live=max_live_of(self.cfg),
-                       kv_reuse=self.cfg.agent.kv_reuse)
+                       kv_reuse=self.cfg.agent.kv_reuse, max_turns=turn_limit_of(self.cfg))
 
     def update(self, samples) -> dict:
         """inner_steps optimizer steps on these samples; gradients accumulated over micro-batches."""

@@ -5,6 +5,7 @@ import math
 import time
 
 from ..agent.rollout import AgentContext, rollout
+from ..envs.spec import resolve
 from ..models.policy import Sampling
 
 
@@ -14,8 +15,15 @@ def sampling_of(agent_cfg) -> Sampling:
 
 
 def max_live_of(cfg) -> int | None:
-    """Episodes under way at once: env.web.max_live for browser episodes, else all of them."""
-    return cfg.env.web.max_live if cfg.env.id == "browsergym" else None
+    """Episodes under way at once, as the env's spec says (browser episodes: env.options.web.max_live;
+    None: all of them)."""
+    return resolve(cfg.env.id).live_limit(cfg.env)
+
+
+def turn_limit_of(cfg) -> tuple[int | None, int]:
+    """(env.max_turns, the spec's default): the rollout truncates an episode at env.max_turns, else at
+    the env's own max_turns, else at the spec's default."""
+    return cfg.env.max_turns, resolve(cfg.env.id).default_max_turns
 
 
 def run_episodes(policy, envs, ids, obs, cfg, seed: int, on_turn=None, row_context=None, row_groups=None,
@@ -25,7 +33,7 @@ def run_episodes(policy, envs, ids, obs, cfg, seed: int, on_turn=None, row_conte
     return rollout(policy, envs, ids, obs, context, cfg.agent.max_new_tokens,
                    sampling_of(cfg.agent), seed=seed, failure_reward=cfg.run.failure_reward, on_turn=on_turn,
                    row_context=row_context, row_groups=row_groups, max_live=max_live_of(cfg),
-                   kv_reuse=cfg.agent.kv_reuse)
+                   kv_reuse=cfg.agent.kv_reuse, max_turns=turn_limit_of(cfg))
 
 
 def mean_se(values: list[float]) -> tuple[float, float]:

@@ -4,44 +4,14 @@ from __future__ import annotations
 
 from ..config import ConfigError
 
-def check_env(env) -> None:
-    from ..envs.sudoku_puzzles import check_blanks
-    from .tasks import TASK_SOURCES
+def check_env(env, tasks=None) -> None:
+    """The env's own checks (its spec's preflight; with `tasks`, the tasks config too): tasks that exist,
+    splits as large as asked, packages and programs it needs."""
+    from ..envs.spec import UnknownEnv, resolve
 
-    if env.id not in TASK_SOURCES:
-        raise ConfigError(f"unknown env.id {env.id!r}; available: {', '.join(TASK_SOURCES)}")
-    if env.id == "browsergym":
-        check_web_env(env)
-        return
     try:
-        check_blanks(env.size, env.blanks)
-    except ValueError as err:
-        raise ConfigError(f"env.blanks={env.blanks} is out of range for a {env.size}x{env.size} Sudoku ({err})") from None
-
-
-def check_web_env(env) -> None:
-    """env.id=browsergym: tasks named and known, their packages importable, a chromium to drive."""
-    if not env.task:
-        raise ConfigError("env.id=browsergym needs env.task: BrowserGym task ids, e.g. env.task=miniwob.click-button")
-    try:
-        from ..envs.web_browser import find_chromium
-        from ..envs.web_tasks import WebTaskSet, expand, task_entrypoint, task_hosts
-    except ImportError as err:
-        raise ConfigError(f"env.id=browsergym needs BrowserGym ({err}); pip install 'esopt[web]' "
-                          f"(make install does)") from None
-    try:
-        tasks = expand(env.task)
-        judge = env.web.judge.model_dump() if env.web.judge else None
-        allowed = {h.lower().strip("[]") for h in env.web.allowed_hosts}
-        for task in tasks:
-            task_entrypoint(task)
-            missing = [h for h in task_hosts(task, judge) if h not in allowed]
-            if missing:
-                raise ConfigError(f"env.web.allowed_hosts lacks {', '.join(missing)}, where {task}'s sites are; "
-                                  f"add it (env.web.allowed_hosts=[{', '.join([*env.web.allowed_hosts, *missing])}])")
-        WebTaskSet(tasks, 0)
-        find_chromium(env.web.chromium)
-    except (ValueError, FileNotFoundError) as err:
+        resolve(env.id).check(env, tasks)
+    except (UnknownEnv, ValueError) as err:
         raise ConfigError(str(err)) from None
 
 
@@ -71,7 +41,7 @@ def check_run_config(cfg, device: bool = True) -> None:
     not runtime.device, which Ray workers use on their own machines)."""
     from ..models.loading import check_model_name
 
-    check_env(cfg.env)
+    check_env(cfg.env, cfg.tasks)
     if device:
         check_device(cfg.runtime.device)
     check_model_name(cfg.model)

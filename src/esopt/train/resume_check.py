@@ -11,11 +11,11 @@ from ..es.history import History, RunFolderError
 # keys whose change would make the replayed weights, or the generations still to come, something
 # other than a continuation of this run
 FROZEN = {
-    "es": ("model", "algo", "runtime.dtype", "run.seed", "es.scope", "es.noise", "es.rank", "es.table_size",
+    "es": ("model", "algo", "runtime.dtype", "run.seed", "env.id", "es.scope", "es.noise", "es.rank", "es.table_size",
            "es.lowrank_others", "es.update_rounding", "es.population", "es.antithetic", "es.shaping",
            # the context search (the library's content is checked by its hash on resume, so its file may move)
            "coevo.mode", "coevo.lr", "coevo.init_prob", "coevo.init_logits", "coevo.logit_clip"),
-    "grpo": ("model", "algo", "runtime.dtype", "run.seed"),
+    "grpo": ("model", "algo", "runtime.dtype", "run.seed", "env.id"),
 }
 
 

@@ -5,12 +5,18 @@ import fcntl
 import json
 import os
 import sys
+import re
 import time
 from pathlib import Path
 
 from ..config import Config, dump_config, load_config
 from ..es.history import History, RunFolderError, atomic_write_text
 from ..utils.jsonl import read_jsonl
+
+
+def env_slug(env_id: str) -> str:
+    """env.id as part of a folder name (package.module:attr -> its attr)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", env_id.rpartition(":")[2] or env_id).strip("-.") or "env"
 
 
 class RunDir:
@@ -21,7 +27,7 @@ class RunDir:
 
     @classmethod
     def create(cls, cfg: Config) -> "RunDir":
-        name = cfg.run.name or f"{cfg.env.id}-{time.strftime('%Y%m%d-%H%M%S')}"
+        name = cfg.run.name or f"{env_slug(cfg.env.id)}-{time.strftime('%Y%m%d-%H%M%S')}"
         path = Path(cfg.run.out_dir) / name
         if holds_run(path):
             raise FileExistsError(f"run folder {path} already holds a run: use --resume {path} or another run.name")

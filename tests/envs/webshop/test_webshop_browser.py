@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from esopt.envs.webshop import load_tasks
-from esopt.envs.webshop.expert import run_expert
-from esopt.envs.webshop.launch import system_chromium
+from esopt.envs.browser.webshop import load_tasks
+from esopt.envs.browser.webshop.expert import run_expert
+from esopt.envs.browser.webshop.launch import system_chromium
 
 pytestmark = pytest.mark.browser
 
@@ -35,7 +35,7 @@ def make():
         if os.environ.get("CI"):
             pytest.fail(f"browser tests must run in CI: {reason}")
         pytest.skip(reason)
-    from esopt.envs.webshop.task import make_env
+    from esopt.envs.browser.webshop.task import make_env
 
     envs = []
 

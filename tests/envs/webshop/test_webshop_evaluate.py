@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from shop_client import get, post
 
-from esopt.envs.webshop import ShopSite, evaluate
-from esopt.envs.webshop.evaluate import check_contents, includes, normalise, rows_match, url_matches
-from esopt.envs.webshop.htmlquery import select_texts
+from esopt.envs.browser.webshop import ShopSite, evaluate
+from esopt.envs.browser.webshop.evaluate import check_contents, includes, normalise, rows_match, url_matches
+from esopt.envs.browser.webshop.htmlquery import select_texts
 
 
 def test_normalise_folds_case_space_quotes_and_final_stop():
@@ -153,7 +153,7 @@ def chat(*assistant):
 
 def test_validate_done_rules():
     pytest.importorskip("browsergym.core.task")
-    from esopt.envs.webshop.task import WebShopTask, final_answer
+    from esopt.envs.browser.webshop.task import WebShopTask, final_answer
 
     assert final_answer(chat()) is None
     assert final_answer(chat("a", "b")) == "b"
@@ -196,7 +196,7 @@ def test_register_is_idempotent():
     pytest.importorskip("browsergym.core.registration")
     import gymnasium as gym
 
-    from esopt.envs.webshop import register_webshop_tasks
+    from esopt.envs.browser.webshop import register_webshop_tasks
 
     ids = register_webshop_tasks()
     assert register_webshop_tasks() == ids

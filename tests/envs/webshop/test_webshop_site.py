@@ -7,9 +7,9 @@ import re
 import pytest
 from shop_client import get, post, raw
 
-from esopt.envs.webshop import ShopSite
-from esopt.envs.webshop.database import ShopDatabase
-from esopt.envs.webshop.htmlquery import select_texts
+from esopt.envs.browser.webshop import ShopSite
+from esopt.envs.browser.webshop.database import ShopDatabase
+from esopt.envs.browser.webshop.htmlquery import select_texts
 
 PAGES = ["/", "/search?q=kettle", "/search", "/categories", "/category/kitchen",
          "/category/kitchen?sort=price_desc&max_price=50&in_stock=1&page=1", "/product/1", "/product/3?review_sort=lowest",

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from shop_client import get, post
 
-from esopt.envs.webshop import ShopSite, evaluate, load_tasks
-from esopt.envs.webshop.authoring import KINDS, build_tasks, render
-from esopt.envs.webshop.evaluate import STATE_TYPES, fill_url
-from esopt.envs.webshop.expert import PLANS
-from esopt.envs.webshop.taskset import SPLITS, get_task, task_problems
+from esopt.envs.browser.webshop import ShopSite, evaluate, load_tasks
+from esopt.envs.browser.webshop.authoring import KINDS, build_tasks, render
+from esopt.envs.browser.webshop.evaluate import STATE_TYPES, fill_url
+from esopt.envs.browser.webshop.expert import PLANS
+from esopt.envs.browser.webshop.taskset import SPLITS, get_task, task_problems
 
 TASKS = load_tasks()
 ROOT = Path(__file__).resolve().parents[3]
@@ -74,13 +74,13 @@ def test_every_kind_has_a_template_id_and_an_expert_plan():
 
 
 def test_tasks_json_is_what_the_templates_make():
-    shipped = (ROOT / "src/esopt/envs/webshop/tasks.json").read_text(encoding="utf-8")
-    assert shipped == render(build_tasks()), "rerun: python -m esopt.envs.webshop.authoring"
+    shipped = (ROOT / "src/esopt/envs/browser/webshop/tasks.json").read_text(encoding="utf-8")
+    assert shipped == render(build_tasks()), "rerun: python -m esopt.envs.browser.webshop.authoring"
 
 
 def test_tasks_json_ships_as_package_data():
     text = (ROOT / "pyproject.toml").read_text()
-    assert re.search(r'"esopt\.envs\.webshop" = \["tasks\.json"\]', text)
+    assert re.search(r'"esopt\.envs\.browser\.webshop" = \["tasks\.json"\]', text)
 
 
 def test_start_and_checked_pages_exist(site):
