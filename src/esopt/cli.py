@@ -241,6 +241,14 @@ def cmd_export(a) -> int:
 
 def cmd_bench(a) -> int:
     config, overrides = _split(a.args)
+    if a.name == "room":  # each task has its own config; the arguments are overrides for all of them
+        from .bench.room import main
+
+        if config:
+            raise SystemExit(f"esopt: error: bench room takes overrides only (each task names its config); got {config}")
+        main(a.tasks.split(",") if a.tasks else [], overrides, a.out or "bench-results/room.json", train=a.train,
+             seeds=_ints(a.seeds or "0,1,2", "--seeds"), runs=a.runs or "runs/room")
+        return 0
     config = config or _default_config()
     if a.name == "es-memory":
         from .bench.es_memory import main
@@ -507,7 +515,8 @@ def build_parser() -> argparse.ArgumentParser:
     x.set_defaults(func=cmd_export)
     b = sub.add_parser("bench", help="benchmarks (print RESULT lines, write JSON)")
     b.add_argument("name", choices=["es-memory", "memory", "perturb", "throughput", "compare", "population",
-                                    "precision", "horizon", "multiturn", "decode", "web", "ray", "gpu", "dtype"])
+                                    "precision", "horizon", "multiturn", "decode", "web", "ray", "gpu", "dtype",
+                                    "room"])
     b.add_argument("args", nargs="*", metavar="CONFIG_OR_OVERRIDE")
     b.add_argument("--out", help="JSON output path")
     b.add_argument("--context", action="store_true",
@@ -520,10 +529,16 @@ def build_parser() -> argparse.ArgumentParser:
                         "web (default 12): episodes per env; ray (default 2): timed generations per setup")
     b.add_argument("--tasks", help="memory: comma-separated subset of 4x4-demo,9x9-h5,9x9-h10,9x9-h15 (default: all); "
                                    "horizon: horizons as 4x4-bN / 9x9-hN, N blanks and 3N turns "
-                                   "(default 4x4-b2,4x4-b4,4x4-b6; the paper's: 9x9-h5,9x9-h10,9x9-h15)")
+                                   "(default 4x4-b2,4x4-b4,4x4-b6; the paper's: 9x9-h5,9x9-h10,9x9-h15); "
+                                   "room: task names (bench/room.py TASKS) or name=config:override,... (default: all)")
     b.add_argument("--seeds", help="compare: run seeds of the final runs of each method's chosen setting "
-                                   "(default 0,1,2); horizon: run seeds (default 0,1); dtype: a learning-parity "
+                                   "(default 0,1,2); horizon: run seeds (default 0,1); room: ES run seeds (default "
+                                   "0,1,2); dtype: a learning-parity "
                                    "check of float32 vs bfloat16 over these seeds instead of the speed figures")
+    b.add_argument("--train", type=int, default=0,
+                   help="room: train ES on this many tasks with the most room (validation success in [0.1, 0.7], "
+                        "lowest first), --seeds each (default 0: the base table only)")
+    b.add_argument("--runs", help="room: folder of the ES runs (default runs/room; finished runs are read back)")
     b.add_argument("--grpo-lrs", help="compare: GRPO learning rates swept (default 1e-6,1e-5,1e-4)")
     b.add_argument("--es-sigmas", help="compare: ES sigma.start values swept, sigma.end scaled alike "
                                        "(default: the config's sigma x 0.5,1,2); as many as --grpo-lrs")

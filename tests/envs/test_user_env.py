@@ -167,3 +167,21 @@ def test_resolve_finds_entry_points(monkeypatch):
     assert resolve("guess").factory.__name__ == "GuessEnv" and "guess" in spec.available()
     cfg = load_config(None, ["env.id=guess", "env.options.high=3"])
     assert cfg.env.options.high == 3
+
+
+def test_a_user_env_plays_in_a_worker_process_as_here():
+    """Worker processes (spawned) import package.module:attr ids too, and play them as this process does."""
+    from esopt.envs import make
+    from esopt.envs.browser.workers import RemoteEnv, close_worker_pools, worker_pool
+
+    try:
+        remote, local = RemoteEnv(worker_pool(1), GUESS, high=6), make(GUESS, high=6)
+        assert remote.reset(seed=5) == local.reset(seed=5)
+        for guess in ("x", "1", "2", "3", "4", "5", "6"):
+            step = remote.step(guess)
+            assert step == local.step(guess)
+            if step[2]:  # solved: the worker frees the env
+                break
+        assert step[2]
+    finally:
+        close_worker_pools()

@@ -46,8 +46,10 @@ class EnvSpec:
     raise ValueError with one line when the env cannot run here (before anything is written); a
     second parameter gets the tasks config (None when there is none to check, e.g. an env on its own).
     renderer(episode) -> HTML for run reports (None: a turn table). max_live(env_cfg): episodes
-    under way at once (None: all). worker_processes: whether env.options.workers > 1 may move
-    its episodes into worker processes (envs/browser/workers.py).
+    under way at once (None: all; an env that holds a browser page or a process per episode
+    bounds it). A task source may also play its episodes in worker processes: envs whose steps
+    mostly wait (browsers) do, with ``esopt.envs.browser.workers.RemoteEnv(pool, env_id, **kwargs)``,
+    which builds any env id (package.module:attr too) in a spawned process.
     """
 
     id: str
@@ -58,7 +60,6 @@ class EnvSpec:
     renderer: Callable[[dict], str] | None = None
     max_live: Callable[[Any], int | None] | None = None
     default_max_turns: int = DEFAULT_MAX_TURNS
-    worker_processes: bool = False
     summary_keys: tuple[str, ...] = ()  # env.options keys a run report shows (empty: all of them)
     description: str = ""
     extras: dict = field(default_factory=dict)  # anything else an env wants to carry (e.g. its family name)

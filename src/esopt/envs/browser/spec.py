@@ -120,5 +120,5 @@ def _renderer():
 
 SPEC = EnvSpec(id="browsergym", factory=BrowserGymEnv, options=BrowserOptions, tasks=WebSource, preflight=preflight,
                renderer=_renderer(), max_live=lambda env_cfg: env_cfg.options.web.max_live,
-               default_max_turns=DEFAULT_MAX_TURNS, worker_processes=True, summary_keys=("task",),
+               default_max_turns=DEFAULT_MAX_TURNS, summary_keys=("task",),
                description="any BrowserGym task (MiniWoB++, the local shop, WebArena) in a headless chromium")

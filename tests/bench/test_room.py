@@ -1,0 +1,36 @@
+"""esopt bench room: the base table on validation (one model load), the choice of tasks with room,
+and ES over seeds read back from the runs (tiny model)."""
+import json
+from pathlib import Path
+
+from conftest import TINY_OVERRIDES
+
+from esopt.bench import room
+from esopt.cli import main
+
+
+def test_room_table_and_es_over_seeds(esopt_cache, tmp_path, capsys, monkeypatch):
+    envs = str(Path(__file__).parents[1] / "envs")  # guess_env, the example env, for this process and the runs'
+    monkeypatch.syspath_prepend(envs)
+    monkeypatch.setenv("PYTHONPATH", envs)
+    tiny = [o for o in TINY_OVERRIDES if not o.startswith("tasks.validation")] + ["tasks.validation=4"]
+    out = tmp_path / "room.json"
+    assert main(["bench", "room", "--tasks", "rg-leg-counting-1,guess=configs/demo.yaml:env.id=guess_env:GuessEnv",
+                 *tiny, "--out", str(out), "--runs", str(tmp_path / "runs")]) == 0
+    data = json.loads(out.read_text())
+    assert set(data["base"]) == {"rg-leg-counting-1", "guess"} and "es" not in data
+    assert all(r["episodes"] == 4 for r in data["base"].values())
+    assert "RESULT guess_validation_solved=" in capsys.readouterr().out
+    assert "| guess |" in out.with_suffix(".md").read_text()
+
+    res = room.train_seeds("guess", "configs/demo.yaml", ["env.id=guess_env:GuessEnv", *tiny, "es.generations=1"],
+                           [0, 1], str(tmp_path / "runs"), log=lambda *a: None)
+    assert [p["seed"] for p in res["seeds"]] == [0, 1] and res["improvement_se"] >= 0
+    again = room.train_seeds("guess", "configs/demo.yaml", ["env.id=guess_env:GuessEnv", *tiny, "es.generations=1"],
+                             [0, 1], str(tmp_path / "runs"), log=lambda *a: None)
+    assert again["seeds"] == res["seeds"]  # finished runs are read back, not trained again
+
+
+def test_tasks_with_room_are_the_hardest_inside_the_band():
+    table = {n: {"solved": s} for n, s in {"a": 0.05, "b": 0.3, "c": 0.15, "d": 0.8, "e": 0.7}.items()}
+    assert room.with_room(table, 2) == ["c", "b"] and room.with_room(table, 5) == ["c", "b", "e"]
