@@ -96,7 +96,7 @@ class EnvConfig(Strict):
                 opts = data.get("options")
                 if hasattr(opts, "model_dump"):
                     opts = opts.model_dump()
-                data["options"] = {**loose, **(opts or {})}
+                data["options"] = {**(opts or {}), **loose}  # env.size=9 on the command line wins
         return data
 
     @model_validator(mode="after")

@@ -165,13 +165,13 @@ def test_horizon_task_overrides():
     from esopt.bench.memory import TASKS
     from esopt.config import load_config
 
-    assert task_overrides("4x4-b2") == ["env.size=4", "env.blanks=2", "env.max_turns=6"]
-    assert task_overrides("4x4-b6") == ["env.size=4", "env.blanks=6", "env.max_turns=18"]
+    assert task_overrides("4x4-b2") == ["env.options.size=4", "env.options.blanks=2", "env.max_turns=6"]
+    assert task_overrides("4x4-b6") == ["env.options.size=4", "env.options.blanks=6", "env.max_turns=18"]
     for name in ("9x9-h5", "9x9-h10", "9x9-h15"):
         assert task_overrides(name) == TASKS[name]  # bench memory's tasks
-    assert task_overrides("9x9-h10") == ["env.size=9", "env.blanks=10", "env.max_turns=30"]
+    assert task_overrides("9x9-h10") == ["env.options.size=9", "env.options.blanks=10", "env.max_turns=30"]
     cfg = load_config("configs/demo.yaml", task_overrides("4x4-b6"))  # the demo's max_turns: 3 is replaced
-    assert (cfg.env.size, cfg.env.blanks, cfg.env.max_turns) == (4, 6, 18)
+    assert (cfg.env.options.size, cfg.env.options.blanks, cfg.env.max_turns) == (4, 6, 18)
     for bad in ("4x4-demo", "5x5-b2", "9x9-h0", "4x4"):
         with pytest.raises(ConfigError, match="4x4-bN or 9x9-hN"):
             task_overrides(bad)
@@ -208,10 +208,10 @@ def test_horizon_drops_and_overrides_canned(monkeypatch, tmp_path, capsys):
     by_name = dict(calls)
     assert len(calls) == 12
     b6 = by_name["4x4-b6-grpo-lr0.0001-seed1"]
-    assert {"env.blanks=6", "env.max_turns=18", "grpo.lr=0.0001", "grpo.steps=1", "grpo.group_size=2",
+    assert {"env.options.blanks=6", "env.max_turns=18", "grpo.lr=0.0001", "grpo.steps=1", "grpo.group_size=2",
             "grpo.puzzles_per_step=2", "run.seed=1", "algo=grpo"} <= set(b6)
     es = by_name["4x4-b2-es-sigma0.008-seed0"]  # compare's tuned sigma, sigma.end scaled alike (demo: 4e-3 -> 2e-3)
-    assert {"env.blanks=2", "env.max_turns=6", "algo=es", "es.sigma.start=0.008", "es.sigma.end=0.004"} <= set(es)
+    assert {"env.options.blanks=2", "env.max_turns=6", "algo=es", "es.sigma.start=0.008", "es.sigma.end=0.004"} <= set(es)
     assert not any("grpo.lr" in o for o in es)
     # horizon adds no validation split of its own (the only one is TINY's tasks.validation=0)
     assert all([o for o in ov if o.startswith("tasks.validation")] == ["tasks.validation=0"] for _, ov in calls)

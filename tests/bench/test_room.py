@@ -34,3 +34,12 @@ def test_room_table_and_es_over_seeds(esopt_cache, tmp_path, capsys, monkeypatch
 def test_tasks_with_room_are_the_hardest_inside_the_band():
     table = {n: {"solved": s} for n, s in {"a": 0.05, "b": 0.3, "c": 0.15, "d": 0.8, "e": 0.7}.items()}
     assert room.with_room(table, 2) == ["c", "b"] and room.with_room(table, 5) == ["c", "b", "e"]
+
+
+def test_a_task_the_preflight_refuses_is_recorded_and_skipped(esopt_cache, tmp_path):
+    tiny = [o for o in TINY_OVERRIDES if not o.startswith("tasks.validation")] + ["tasks.validation=4"]
+    details = room.main(["rg-leg-counting-0", "rg-leg-counting-1"], tiny + ["tasks.heldout=128", "tasks.validation=64"],
+                        str(tmp_path / "room.json"))
+    assert "repeats its questions" in details["base"]["rg-leg-counting-0"]["refused"]
+    assert details["base"]["rg-leg-counting-1"]["episodes"] == 64
+    assert "| rg-leg-counting-0 | refused: " in (tmp_path / "room.md").read_text()

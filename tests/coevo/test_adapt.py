@@ -124,8 +124,8 @@ def test_adapt_table_pairs_skips_and_resumes(esopt_cache, tmp_path, count_traine
 
 
 @pytest.mark.parametrize("adapt, message", [
-    ({"tasks": {"bad": {"env.blankz": 3}}}, r"adapt.tasks.bad .*env.blankz"),
-    ({"tasks": {"ok": {}, "bad": {"env.blanks": 99}}}, r"adapt.tasks.bad .*env.blanks=99"),
+    ({"tasks": {"bad": {"env.blankz": 3}}}, r"adapt.tasks.bad .*env.options.blankz"),
+    ({"tasks": {"ok": {}, "bad": {"env.blanks": 99}}}, r"adapt.tasks.bad .*env.options.blanks=99"),
     ({"tasks": {"m": {"model": "tiny-qwen2"}}}, r"adapt.tasks.m: 'model' cannot vary"),
     ({"budgets": [3]}, r"budget 3 is less than one generation"),
     ({"settings": ["all"]}, r"adapt.settings"),

@@ -185,3 +185,14 @@ def test_a_user_env_plays_in_a_worker_process_as_here():
         assert step[2]
     finally:
         close_worker_pools()
+
+
+def test_keys_written_directly_under_env_are_its_options():
+    """Configs from before env.options: env.blanks=3 is env.options.blanks, and on the command line it wins
+    over the file's env.options; another env.id on the command line drops the file's options."""
+    cfg = load_config("configs/demo.yaml", ["env.blanks=3", "env.size=4"])
+    assert (cfg.env.options.blanks, cfg.env.options.size) == (3, 4)
+    assert load_config(None, ["env.blanks=5"]).env.options.blanks == 5
+    with pytest.raises(ConfigError, match=r"bad value for 'env.options.size': 5"):
+        load_config("configs/demo.yaml", ["env.size=5"])
+    assert load_config("configs/demo.yaml", [f"env.id={GUESS}"]).env.options.high == 8
