@@ -47,6 +47,9 @@ TASKS: dict[str, tuple[str, list[str]]] = {
     "rg-letter-counting-0": (_RG, ["env.options.dataset=letter_counting", "env.options.level=0",
                                    _example('How many times does the letter "a" appear in the text: "banana split"?',
                                             "3")]),
+    "rg-letter-counting-1": (_RG, ["env.options.dataset=letter_counting", "env.options.level=1",
+                                   _example('How many times does the letter "a" appear in the text: "banana split"?',
+                                            "3")]),
     "rg-spell-backward-0": (_RG, ["env.options.dataset=spell_backward", "env.options.level=0",
                                   _example("Spell this word backward (example: sun -> nus): cat", "tac")]),
     "rg-count-bits-0": (_RG, ["env.options.dataset=count_bits", "env.options.level=0",
@@ -186,10 +189,11 @@ def markdown(details: dict) -> str:
         lines.append(f"| {n} | {r['solved']:.3f} ± {r['solved_se']:.3f} | {r['reward']:.3f} ± {r['reward_se']:.3f} | "
                      f"{r['turns']:.1f} | {r['episodes']} |")
     if details.get("es"):
-        lines += ["", "| task | seeds | held-out reward base -> ES | improvement (± SE over seeds) | success base -> ES |",
-                  "|---|---|---|---|---|"]
+        lines += ["", "| task | seeds | held-out reward base -> ES | improvement (± SE over seeds) | per seed (± paired SE "
+                  "over the held-out tasks) | success base -> ES |", "|---|---|---|---|---|---|"]
         for n, r in details["es"].items():
+            per = " / ".join(f"{p['improvement']:+.3f} ± {p['improvement_se']:.3f}" for p in r["seeds"])
             lines.append(f"| {n} | {len(r['seeds'])} | {r['base']:.3f} -> {r['final']:.3f} | {r['improvement']:+.3f} ± "
-                         f"{r['improvement_se']:.3f} | {r['base_solved']:.3f} -> {r['final_solved']:.3f} |")
+                         f"{r['improvement_se']:.3f} | {per} | {r['base_solved']:.3f} -> {r['final_solved']:.3f} |")
     return "\n".join(lines) + "\n"
 

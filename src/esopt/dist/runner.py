@@ -94,7 +94,8 @@ class RayRunner:
         env = {"ESOPT_CACHE": os.environ["ESOPT_CACHE"]} if "ESOPT_CACHE" in os.environ else {}
         env |= env_import_path(tr.cfg.env.id)
         # the config travels as plain data: a replica rebuilds it, importing the env where it runs
-        args = (tr.cfg.model_dump(mode="json"), self.next_index, self.plan.threads, tr.history.meta["base_weights_hash"], records, rollout, env)
+        args = (tr.cfg.model_dump(mode="json"), self.next_index, self.plan.threads, tr.history.meta["base_weights_hash"],
+                records, rollout, env)
         self.bytes["start"] += _size(args)
         actor = self.actor_class.options(num_cpus=self.plan.threads, num_gpus=self.plan.gpus).remote(*args)
         worker = Worker(self.next_index, actor, actor.info.remote())
