@@ -252,12 +252,13 @@ def spec_of(obj: Any, env_id: str) -> EnvSpec:
         return obj if obj.id == env_id else replace(obj, id=env_id)
     if not callable(obj):
         raise UnknownEnv(f"env.id={env_id}: {type(obj).__name__} is neither an EnvSpec nor a TextEnv factory")
-    opts = getattr(obj, "Options", None)
-    render = getattr(obj, "render_episode", None)
+    opts = getattr(obj, "Options", None)  # a pydantic model of env.options
+    render = getattr(obj, "render_episode", None)  # a function (a staticmethod on a class) episode -> HTML
+    turns = getattr(obj, "max_turns", None)  # a class attribute: the env's default turn limit
     return EnvSpec(id=env_id, factory=obj, options=opts if isinstance(opts, type) else None,
                    renderer=render if callable(render) else None,
-                   default_max_turns=int(getattr(obj, "max_turns", DEFAULT_MAX_TURNS) or DEFAULT_MAX_TURNS)
-                   if isinstance(getattr(obj, "max_turns", None), int) else DEFAULT_MAX_TURNS,
+                   default_max_turns=turns if isinstance(turns, int) and not isinstance(turns, bool) and turns > 0
+                   else DEFAULT_MAX_TURNS,
                    description=(inspect.getdoc(obj) or "").split("\n")[0])
 
 
