@@ -24,10 +24,11 @@ def test_room_table_and_es_over_seeds(esopt_cache, tmp_path, capsys, monkeypatch
     assert "| guess |" in out.with_suffix(".md").read_text()
 
     res = room.train_seeds("guess", "configs/demo.yaml", ["env.id=guess_env:GuessEnv", *tiny, "es.generations=1"],
-                           [0, 1], str(tmp_path / "runs"), log=lambda *a: None)
-    assert [p["seed"] for p in res["seeds"]] == [0, 1] and res["improvement_se"] >= 0
+                           [3], str(tmp_path / "runs"), log=lambda *a: None)
+    assert [p["seed"] for p in res["seeds"]] == [3] and res["improvement_se"] == 0  # one seed: no spread
+    assert (tmp_path / "runs" / "guess-seed3" / "summary.json").exists()
     again = room.train_seeds("guess", "configs/demo.yaml", ["env.id=guess_env:GuessEnv", *tiny, "es.generations=1"],
-                             [0, 1], str(tmp_path / "runs"), log=lambda *a: None)
+                             [3], str(tmp_path / "runs"), log=lambda *a: None)
     assert again["seeds"] == res["seeds"]  # finished runs are read back, not trained again
 
 
