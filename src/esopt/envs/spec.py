@@ -26,7 +26,7 @@ import importlib
 import inspect
 import random
 import sys
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -62,7 +62,6 @@ class EnvSpec:
     default_max_turns: int = DEFAULT_MAX_TURNS
     summary_keys: tuple[str, ...] = ()  # env.options keys a run report shows (empty: all of them)
     description: str = ""
-    extras: dict = field(default_factory=dict)  # anything else an env wants to carry (e.g. its family name)
 
     # -- used by the harness -------------------------------------------------------------------
     def validate_options(self, raw: dict) -> Any:
