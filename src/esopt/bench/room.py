@@ -14,9 +14,10 @@ line adds one), so its context (system prompt, examples) is the task's own confi
 """
 from __future__ import annotations
 
-import math
 import time
 from pathlib import Path
+
+from ..train.evaluate import mean_se  # SE over seeds / episodes, as evaluations compute it
 
 ROOM_LOW, ROOM_HIGH = 0.1, 0.7
 
@@ -73,12 +74,6 @@ def parse_task(text: str) -> tuple[str, tuple[str, list[str]]]:
     name, _, rest = text.partition("=")
     config, _, overrides = rest.partition(":")
     return name, (config, [o for o in overrides.split(",") if o])
-
-
-def mean_se(values: list[float]) -> tuple[float, float]:
-    n = len(values)
-    mean = sum(values) / n
-    return mean, (math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1) / n) if n > 1 else 0.0)
 
 
 def base_table(tasks: dict, extra: list[str], log=print) -> dict:
