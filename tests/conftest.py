@@ -72,7 +72,7 @@ def tiny_cfg(esopt_cache, tmp_path):
 
 @pytest.fixture(scope="module")
 def ray_local(esopt_cache):
-    """One local Ray instance (2 CPUs) per test module (tests/dist); its rollout helpers travel
+    """One local Ray instance (2 CPUs) per test module (tests/train/ray); its rollout helpers travel
     to the workers by value (the workers cannot import test modules)."""
     ray = pytest.importorskip("ray")
     import dist_helpers

@@ -25,7 +25,7 @@ def test_config_reference_lists_every_key():
 def test_shipped_configs_are_valid():
     from esopt.config import load_config
 
-    from esopt.coevo.adapt import load_adapt, plan
+    from esopt.studies.adapt.grid import load_adapt, plan
 
     for path in (ROOT / "configs").glob("*.yaml"):
         if path.name.startswith("adapt-"):  # a run config plus an adapt: section: every sub-run's config

@@ -11,15 +11,9 @@ from pathlib import Path
 from typing import Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
-
-class ConfigError(ValueError):
-    pass
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+from .utils.settings import ConfigError, Strict  # noqa: F401 - re-exported: esopt.config.ConfigError
 
 
 class Schedule(Strict):
@@ -189,7 +183,7 @@ class ProposerConfig(Strict):
 
 
 class GrowConfig(Strict):
-    """coevo.grow: library growth from the generation's best and worst episodes (coevo/grow.py)."""
+    """coevo.grow: library growth from the generation's best and worst episodes (algos/es/coevo/grow.py)."""
 
     every: int = Field(0, ge=0)  # propose after every N-th generation (not the last); 0 = off
     candidates: int = Field(1, ge=1)  # proposals per growth step (each shows other episodes)
@@ -225,7 +219,7 @@ class CoevoConfig(Strict):
 
 class Config(Strict):
     model: str = "smollm2-135m-instruct"
-    algo: Literal["es", "grpo"] = "es"
+    algo: Literal["es", "grpo", "gepa"] = "es"  # the training algorithm (esopt.train.algorithm)
     runtime: RuntimeConfig = RuntimeConfig()
     es: ESConfig = ESConfig()
     grpo: GRPOConfig = GRPOConfig()

@@ -9,7 +9,7 @@ from .config import load_config
 from .report import default_report_path
 from .train.preflight import check_run_config
 from .train.rundir import RunDir
-from .train.trainer import Trainer
+from .algos.es.trainer import Trainer
 
 
 def main(argv: list[str]) -> int:
@@ -46,13 +46,9 @@ def main(argv: list[str]) -> int:
 
 
 def run(argv: list[str]) -> int:
-    from .cli import user_errors
+    from .errors import one_line
 
-    try:
-        return main(argv)
-    except user_errors() as err:
-        print(f"esopt: error: {err}", file=sys.stderr)
-        return 2
+    return one_line(main, argv)
 
 
 if __name__ == "__main__":

@@ -7,56 +7,11 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from .es.build import make_perturber
 from .es.history import fsync_path
 from .es.perturb import weights_hash
-from .models import load_model
+from .train.algorithm import algorithm
 from .train.rundir import RunDir
-
-
-def load_run_weights(run_dir: str | Path, upto: int | None = None):
-    """(model, tokenizer, cfg) with the run's weights after `upto` generations (default: all)."""
-    run = RunDir(Path(run_dir))
-    cfg = run.load_config()
-    model, tok = load_model(cfg.model, cfg.runtime.dtype, _usable(cfg.runtime.device))
-    if cfg.algo == "grpo":  # a gradient run keeps its weights, not a seed history
-        from .rl.checkpoint import load_weights
-
-        if upto is not None:
-            raise ValueError("a GRPO run keeps only its last checkpoint: weights after `upto` steps are not available")
-        return model, tok, cfg, int(load_weights(run.path, model)["step"])
-    start_from(run, model)
-    n = run.history().replay(make_perturber(model, cfg.es), upto=upto)
-    return model, tok, cfg, n
-
-
-def start_from(run: RunDir, model) -> None:
-    """A run that started from another run's final weights (esopt adapt --from) names it in
-    RUN/init.json: load those weights into `model` (replayed, hash-verified) before its own history."""
-    path = run.path / "init.json"
-    if not path.exists():
-        return
-    info = json.loads(path.read_text())
-    es = RunDir(Path(info["from"])).load_config().algo == "es"  # a GRPO run keeps only its last weights
-    src, _, _, _ = load_run_weights(info["from"], upto=info.get("generations") if es else None)
-    model.load_state_dict(src.state_dict())
-    if weights_hash(model) != info["weights_hash"]:
-        raise RuntimeError(f"{run.path} started from {info['from']} with weights {info['weights_hash'][:12]}; "
-                           f"replaying that run now gives {weights_hash(model)[:12]}")
-
-
-def _usable(device: str) -> str:
-    """The run's device, or the CPU where this machine lacks it: replay gives the same bits on
-    either (tests/es/test_cuda.py), so a GPU run exports and evaluates on a CPU-only machine."""
-    from .config import ConfigError
-    from .train.preflight import check_device
-
-    try:
-        check_device(device)
-        return device
-    except ConfigError:
-        print(f"[esopt] the run used runtime.device={device}, not available here: loading it on the CPU", flush=True)
-        return "cpu"
+from .train.weights import load_run_weights
 
 
 def export_run(run_dir: str | Path, out_dir: str | Path, force: bool = False) -> dict:
@@ -74,13 +29,10 @@ def export_run(run_dir: str | Path, out_dir: str | Path, force: bool = False) ->
     def write(folder: Path) -> None:
         model.save_pretrained(folder)
         tok.save_pretrained(folder)
-        if cfg.algo == "es":  # a context run (coevo) also gets its final context: SKILL.md, context.yaml
-            from .agent.rollout import AgentContext
-            from .coevo.export import write_context_files
-
-            chosen = write_context_files(folder, RunDir(Path(run_dir)).history(), AgentContext.from_config(cfg.agent))
-            if chosen is not None:
-                info["context"] = chosen
+        # what the algorithm adds (an ES context run: its final context, SKILL.md and context.yaml)
+        chosen = algorithm(cfg.algo).export_files(folder, RunDir(Path(run_dir)), cfg)
+        if chosen is not None:
+            info["context"] = chosen
         (folder / "esopt_export.json").write_text(json.dumps(info, indent=1))
 
     write_folder(out, write)

@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from esopt import cli
-from esopt.ahd import run as ahd_run
-from esopt.ahd import table as ahd_table
+from esopt.studies.ahd import run as ahd_run
+from esopt.studies.ahd import table as ahd_table
 
 from ahd_search_fakes import CodeFromModel, FakeEvaluator, ToyProblem
 

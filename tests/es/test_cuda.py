@@ -158,7 +158,7 @@ def test_es_trains_on_the_device_and_replays_on_the_cpu(tiny_cfg, dtype, noise):
     import json
 
     from esopt.train.rundir import RunDir
-    from esopt.train.trainer import Trainer
+    from esopt.algos.es.trainer import Trainer
 
     cfg = tiny_cfg(f"runtime.device={DEVICE}", f"runtime.dtype={dtype}", f"run.name=cuda-{dtype}-{noise}",
                    f"es.noise={noise}", "es.table_size=4194304", "es.sigma.start=0.05",

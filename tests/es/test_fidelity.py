@@ -234,7 +234,7 @@ def test_perturbers_report_their_stream_keys(tiny_model):
 
 def test_trainer_warns_at_startup_when_bf16_rounds_sigma_away(tiny_cfg):
     from esopt.train.rundir import RunDir
-    from esopt.train.trainer import Trainer
+    from esopt.algos.es.trainer import Trainer
 
     logged = []
     cfg = tiny_cfg("runtime.dtype=bfloat16", "es.sigma.start=1e-6", "es.sigma.end=1e-6", "run.name=warn")

@@ -85,8 +85,9 @@ def test_strategy_antithetic_pairs():
     assert ms[0].seed == ms[1].seed and ms[0].seed != ms[2].seed
     assert [m.seed for m in st.ask(0)] == [m.seed for m in ms]
     assert ms[0].seed != st.ask(1)[0].seed
-    coefs, bad = st.tell(ms, [1.0, 0.0, 0.5, 0.5, 0.2, 0.2])
-    assert bad == 0 and coefs[1] > 0  # mirrored member: a low reward pushes along +eps
+    told = st.tell(ms, [1.0, 0.0, 0.5, 0.5, 0.2, 0.2])
+    assert told.nonfinite == 0 and told.coefficients[1] > 0  # mirrored member: a low reward pushes along +eps
+    assert told.shaped[1] < 0 and told.coefficients.tolist() == [w * m.sign for w, m in zip(told.shaped, ms)]
 
 
 def test_strategy_validation():

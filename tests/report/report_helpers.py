@@ -6,7 +6,7 @@ import shutil
 
 from esopt.config import load_config
 from esopt.train.rundir import RunDir
-from esopt.train.trainer import Trainer
+from esopt.algos.es.trainer import Trainer
 
 from conftest import TINY_OVERRIDES
 

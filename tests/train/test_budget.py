@@ -12,7 +12,7 @@ from esopt.train.loop import spent_before, training_seconds
 
 def test_es_run_stops_when_its_training_seconds_reach_the_budget(tiny_cfg):
     from esopt.train.rundir import RunDir
-    from esopt.train.trainer import Trainer
+    from esopt.algos.es.trainer import Trainer
 
     cfg = tiny_cfg("run.budget_seconds=1e-6", "run.name=budget")  # any update takes longer: one update
     lines = []
@@ -59,7 +59,7 @@ def test_budget_setting_is_checked():
 
 
 def test_compare_at_equal_wall_clock(monkeypatch, tmp_path, capsys):
-    from esopt.bench import compare
+    from esopt.studies.bench import compare
     from esopt.config import ConfigError
 
     calls = []

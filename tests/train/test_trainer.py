@@ -9,7 +9,7 @@ from esopt.agent.rollout import Episode
 from esopt.es.perturb import weights_hash
 from esopt.export import export_run
 from esopt.train.rundir import RunDir
-from esopt.train.trainer import Trainer
+from esopt.algos.es.trainer import Trainer
 
 
 def weight_reward_rollout(policy, envs, ids, obs, cfg, seed, on_turn=None):

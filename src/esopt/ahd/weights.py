@@ -9,12 +9,10 @@ Perturber.apply_update for the step, and a History whose records replay the fina
 """
 from __future__ import annotations
 
-import math
-
 from ..es.build import make_perturber
 from ..es.history import History
 from ..es.perturb import weights_hash
-from ..es.schedules import scheduled
+from ..es.step import ESStep
 from ..es.strategy import Member, Strategy
 from ..utils.seeding import derive_seed
 from .prompts import conversation
@@ -49,41 +47,37 @@ class ModelProposer:
 
 
 class WeightSteps:
-    """One ES update per operator batch over `steps` batches (sigma and alpha scheduled over them)."""
+    """One ES update per operator batch over `steps` batches (sigma and alpha scheduled over them),
+    taken through the ES step every ES run takes (es/step.py)."""
 
     def __init__(self, model, es_cfg, seed: int, steps: int, history: History, perturber=None):
-        if es_cfg.noise == "lowrank":
-            raise ValueError("the heuristic search perturbs weights in place: es.noise must be gaussian or table, "
-                             "not lowrank")
         self.model, self.es, self.steps, self.history = model, es_cfg, steps, history
         self.perturber = perturber or make_perturber(model, es_cfg)
-        self.strategy = Strategy(es_cfg.population, derive_seed("ahd-strategy", seed), es_cfg.antithetic,
-                                 es_cfg.shaping)
+        if self.perturber.play_mode != "in_place":
+            raise ValueError("the heuristic search perturbs weights in place: es.noise must be gaussian or table, "
+                             "not lowrank")
+        strategy = Strategy(es_cfg.population, derive_seed("ahd-strategy", seed), es_cfg.antithetic, es_cfg.shaping)
+        self.step = ESStep(strategy, self.perturber.stream_keys, es_cfg.sigma, es_cfg.alpha, steps)
         history.meta.setdefault("base_weights_hash", weights_hash(model))
         history.meta.setdefault("scope_numel", self.perturber.numel)
         history.meta.setdefault("noise", self.perturber.describe())
 
     def sigma(self, t: int) -> float:
-        s = self.es.sigma
-        return scheduled(s.schedule, s.start, s.end, t, self.steps, s.warmup)
+        return self.step.values(t)[0]
 
     def alpha(self, t: int) -> float:
-        a = self.es.alpha
-        return scheduled(a.schedule, a.start, a.end, t, self.steps, a.warmup)
+        return self.step.values(t)[1]
 
     def ask(self, t: int) -> list[Member]:
-        return self.strategy.ask(t, self.perturber.stream_keys)
+        return self.step.ask(t)
 
     def tell(self, t: int, members: list[Member], rewards: list[float], operator: str = "") -> dict:
         """Shape the rewards, step the weights, append the history record (returned)."""
-        coefs, n_bad = self.strategy.tell(members, rewards)
-        alpha = self.alpha(t)
-        self.perturber.apply_update([m.seed for m in members], coefs, alpha, len(members))
-        record = {"generation": t, "operator": operator, "sigma": self.sigma(t), "alpha": alpha,
-                  "population": len(members), "seeds": [m.seed for m in members],
-                  "signs": [m.sign for m in members],
-                  "rewards": [r if math.isfinite(r) else None for r in rewards],
-                  "coefficients": coefs.tolist(), "nonfinite_rewards": n_bad,
-                  "weights_hash": weights_hash(self.model)}
+        def update(seeds, coefs, alpha, population):
+            self.perturber.apply_update(seeds, coefs, alpha, population)
+            return weights_hash(self.model)
+
+        record = self.step.tell(t, members, rewards, update)
+        record = {"generation": t, "operator": operator, **record}
         self.history.append(record)
         return record

@@ -61,6 +61,13 @@ class LowRankPerturber:
             self.numel += self.others.numel
         self._cache_key, self._cache = None, []
 
+    @property
+    def play_mode(self) -> str:
+        """How members are played: "rows", many members as rows of one batch (side terms only), or
+        "rows+others" (es.lowrank_others=full): one member at a time, its other tensors perturbed in
+        place (others_perturbed) and its linear weights as side terms."""
+        return "rows" if self.others is None else "rows+others"
+
     def stream_keys(self, seed: int) -> list[int]:
         """32-bit generator keys of this member's factor streams (and of the other tensors' noise)."""
         keys = [stream_key(seed, f"{name}/lowrank{self.rank}") for name, _ in self.linears]

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ..config import ConfigError
 from . import kernels
 from .noise import CHUNK, GaussianNoise, chunk_slices
 from .rounding import LOW_PRECISION, ROUNDINGS, add_update, rounding_key
@@ -29,6 +28,10 @@ from .rounding import LOW_PRECISION, ROUNDINGS, add_update, rounding_key
 # integer dtypes of the same width, to compare floats bit for bit (-0.0 vs +0.0)
 _BITS = {torch.float32: torch.int32, torch.bfloat16: torch.int16, torch.float16: torch.int16,
          torch.float64: torch.int64}
+
+
+class ScopeError(ValueError):
+    """es.scope selects no parameter of the model: a setting the user fixes (one line, like a config error)."""
 
 
 def bits_differ(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
@@ -65,7 +68,7 @@ def select_parameters(model: nn.Module, scope: str | list[str] = "full") -> list
         patterns = list(scope)
         chosen = [(n, p) for n, p in named if any(fnmatch.fnmatchcase(n, pat) for pat in patterns)]
     if not chosen:
-        raise ConfigError(f"es.scope {scope!r} selects no parameters of this model")
+        raise ScopeError(f"es.scope {scope!r} selects no parameters of this model")
     return chosen
 
 
@@ -126,6 +129,10 @@ class Perturber:
         self.last_correction_bytes = 0
         self._buf = _Buffers()
         self._no_correction = (torch.zeros(0, dtype=torch.int32), torch.zeros(0))
+
+    # how members are played (the perturber interface every runner asks): "in_place", one member at a
+    # time with the weights perturbed and restored; the low-rank perturber's "rows" and "rows+others"
+    play_mode = "in_place"
 
     @property
     def numel(self) -> int:

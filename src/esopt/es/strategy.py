@@ -71,11 +71,19 @@ class Strategy:
                 members.append(Member(k, seed_for(k), +1))
         return members
 
-    def tell(self, members: list[Member], rewards) -> tuple[np.ndarray, int]:
-        """Shaped update coefficient per member (sign folded in) and how many rewards were non-finite."""
+    def tell(self, members: list[Member], rewards) -> "Told":
+        """The shaped rewards, each member's update coefficient (its shaped reward times its sign)
+        and how many rewards were non-finite."""
         if len(rewards) != len(members):
             raise ValueError(f"got {len(rewards)} rewards for {len(members)} members")
         _, n_bad = sanitize(rewards)
         weights = shape(rewards, self.shaping)
         coefs = np.array([w * m.sign for w, m in zip(weights, members)], dtype=np.float64)
-        return coefs, n_bad
+        return Told([float(w) for w in weights], coefs, n_bad)
+
+
+@dataclass(frozen=True)
+class Told:
+    shaped: list[float]  # per member, as shaping gave them
+    coefficients: np.ndarray  # per member: shaped x sign (what the update multiplies each member's noise by)
+    nonfinite: int  # rewards that were NaN or infinite (shaped as the worst)

@@ -1,7 +1,7 @@
 """Shared-prompt-prefix helpers for batched forward passes: find the prefix
 every row shares, lay rows out as [prefix][padding][own suffix], and copy an
 encoded prefix's keys/values to every row. Used by generation (models/policy.py)
-and by the GRPO loss (rl/grpo.py)."""
+and by the GRPO loss (algos/grpo/grpo.py)."""
 from __future__ import annotations
 
 import torch

@@ -13,7 +13,7 @@
   whose factors change every generation) decode with static caches but without compilation.
 
 Attention over a static cache runs over its whole capacity with the unused positions masked out:
-greedy replies equal the dynamic path's (tests/test_static_cache.py), the logits agree to float
+greedy replies equal the dynamic path's (tests/models/test_static_cache.py), the logits agree to float
 rounding.
 """
 from __future__ import annotations

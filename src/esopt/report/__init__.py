@@ -9,20 +9,12 @@ listed at the top of the page.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..es.history import atomic_write_bytes
-from .load import RunData, is_run_dir, load_run
+from .load import Report, RunData, is_run_dir, load_run
 
 __all__ = ["Report", "RunData", "default_report_path", "is_run_dir", "load_run", "refresh_report", "write_report"]
-
-
-@dataclass
-class Report:
-    path: Path  # the HTML page
-    pngs: list[Path] = field(default_factory=list)
-    missing: list[str] = field(default_factory=list)
 
 
 def default_report_path(run_dir) -> Path:

@@ -14,7 +14,7 @@ import yaml
 
 from .. import __version__
 from ..utils.jsonl import read_jsonl
-from .plots import Plot, _figure, _png
+from .figure import Plot, _figure, _png
 
 
 def is_ahd_run(path) -> bool:
@@ -133,7 +133,7 @@ def _json(path: Path):
 def write_ahd_report(run_dir, out=None):
     """The page of a heuristic-search run at `out` (default RUN_DIR/report/report.html), its plot beside it."""
     from ..es.history import atomic_write_bytes
-    from . import Report
+    from .load import Report
     from .html import CSS
 
     path = Path(run_dir)

@@ -13,7 +13,7 @@ from html import escape
 import numpy as np
 
 from .load import RunData
-from .plots import Plot, _figure, _int_ticks, _png
+from .figure import Plot, _figure, _int_ticks, _png
 
 
 def _probs(logits: dict) -> dict[str, float]:

@@ -11,7 +11,7 @@ from html import escape
 from .. import __version__
 from .episodes import Viewer
 from .load import RunData
-from .plots import Plot
+from .figure import Plot
 
 CSS = """
 body{font:15px/1.45 system-ui,sans-serif;margin:1.5em auto;max-width:1100px;padding:0 1em;color:#222}

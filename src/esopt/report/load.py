@@ -21,6 +21,15 @@ _TRAJ = re.compile(r"^(eval_)?gen(\d+)\.jsonl$")
 
 
 @dataclass
+class Report:
+    """A written report: its page, its PNG files and what it lists as missing."""
+
+    path: Path  # the HTML page
+    pngs: list[Path] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+
+
+@dataclass
 class RunData:
     path: Path
     config: dict = field(default_factory=dict)

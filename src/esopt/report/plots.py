@@ -5,27 +5,16 @@ there is nothing to draw (the page shows the note instead).
 """
 from __future__ import annotations
 
-import io
 import math
 import re
-from dataclasses import dataclass
-
-from matplotlib.figure import Figure
 
 from ..es.schedules import SCHEDULES, scheduled
+from .figure import Plot, _figure, _int_ticks, _png
 from .load import RunData
 
 PHASES = {"time_rollout": "rollout (generation)", "time_perturb": "perturbation", "time_restore": "restore",
           "time_update": "update", "time_hash": "weights hash"}
 MEMORY_KEY = re.compile(r"(mem|rss)", re.I)
-
-
-@dataclass
-class Plot:
-    key: str  # file name part, e.g. "rewards" -> report-rewards.png
-    title: str
-    png: bytes | None
-    note: str = ""  # why there is no plot, or a caveat
 
 
 def _num(x) -> bool:
@@ -35,27 +24,6 @@ def _num(x) -> bool:
 def _series(rows: list[dict], key: str) -> tuple[list[int], list[float]]:
     pts = [(r["generation"], r[key]) for r in rows if _num(r.get(key))]
     return [p[0] for p in pts], [p[1] for p in pts]
-
-
-def _figure(cols: int = 1, width: float = 7.5) -> tuple[Figure, list]:
-    fig = Figure(figsize=(width, 3.6), dpi=100)
-    axes = [fig.add_subplot(1, cols, i + 1) for i in range(cols)]
-    for ax in axes:
-        ax.grid(True, alpha=0.3)
-    return fig, axes
-
-
-def _png(fig: Figure) -> bytes:
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    return buf.getvalue()
-
-
-def _int_ticks(ax) -> None:
-    from matplotlib.ticker import MaxNLocator
-
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
 # ------------------------------------------------------------------ one run

@@ -99,3 +99,46 @@ def paired_difference(after: list[float], before: list[float]) -> tuple[float, f
     if len(after) != len(before):
         raise ValueError(f"paired difference needs the same tasks: {len(after)} vs {len(before)} episodes")
     return mean_se([a - b for a, b in zip(after, before)])
+
+
+def evaluate_weights(run_dir=None, config=None, overrides=(), model_name: str | None = None,
+                     split: str = "heldout") -> tuple[dict, list, str]:
+    """(figures, episode records, label) of a run's final weights (run_dir; overrides on its config,
+    e.g. another env.task) or of a model (config + overrides, model_name replacing cfg.model) on
+    a split. A run whose algorithm plays a context of its own (ES with coevo) is played with it."""
+    from ..config import load_config
+    from ..models import HFPolicy, load_model
+    from ..utils.seeding import derive_seed
+    from ..utils.settings import ConfigError
+    from ..utils.threads import set_threads
+    from .preflight import check_env, check_run_config
+    from .tasks import TaskSource
+
+    context = None
+    if run_dir is not None:
+        from .algorithm import algorithm
+        from .rundir import RunDir
+        from .weights import load_run_weights
+
+        model, tok, cfg, n = load_run_weights(run_dir)
+        if overrides:
+            cfg = load_config(RunDir(run_dir).config_path, list(overrides))
+            check_env(cfg.env, cfg.tasks)
+        label = f"{run_dir} after {n} generations"
+        found = algorithm(cfg.algo).final_context(RunDir(run_dir), cfg, n)
+        if found is not None:
+            context = found[0]
+            print(f"[esopt] context: the most likely draw after {n} generations, skills "
+                  f"{found[1]['draw']['skills']}, slots {found[1]['draw']['slots']}", flush=True)
+    else:
+        cfg = load_config(config, list(overrides) + ([f"model={model_name}"] if model_name else []))
+        check_run_config(cfg)
+        model, tok = load_model(cfg.model, cfg.runtime.dtype, cfg.runtime.device)
+        label = cfg.model
+    if cfg.runtime.threads:
+        set_threads(cfg.runtime.threads)
+    if split == "validation" and not cfg.tasks.validation:
+        raise ConfigError("--split validation needs a validation split: add tasks.validation=N (e.g. 64)")
+    stats, episodes = evaluate(HFPolicy.for_agent(model, tok, cfg.agent), TaskSource(cfg.env, cfg.tasks, cfg.run.seed),
+                               cfg, seed=derive_seed("eval", cfg.run.seed), split=split, context=context)
+    return stats, episodes, label

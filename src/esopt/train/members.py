@@ -2,7 +2,7 @@
 
 A replica is anything holding ``cfg``, ``policy``, ``perturber``, ``tasks``, ``rollout_fn`` and
 ``log``: the Trainer itself (members played in the training process, train/runner.py) or a
-Ray worker's copy of the model (dist/replica.py). Which replica plays a unit of members does
+Ray worker's copy of the model (train/ray/replica.py). Which replica plays a unit of members does
 not change its result: weights, tasks (per generation) and rollout seeds (per member, or per
 unit of low-rank members) are the same on every replica.
 
@@ -12,7 +12,6 @@ member per batch row.
 """
 from __future__ import annotations
 
-import math
 import time
 import traceback
 
@@ -22,16 +21,17 @@ import torch
 from ..utils.seeding import derive_seed
 
 
-def batched(cfg, perturber) -> bool:
-    """Whether members share one rollout (low-rank side terms with nothing perturbed in place)."""
-    return cfg.es.noise == "lowrank" and getattr(perturber, "others", None) is None
+def batched(perturber) -> bool:
+    """Whether members share one rollout: the perturber plays them as rows of one batch (low-rank
+    side terms, nothing perturbed in place)."""
+    return perturber.play_mode == "rows"
 
 
 def work_units(members: list, cfg, perturber, batch: int | None = None) -> list[list]:
     """The generation's members cut into units of work, in member order: one member per unit,
     or, in batched low-rank mode, `batch` members per unit (es.members_per_rollout; 0 or None:
     the whole population in one unit)."""
-    if not batched(cfg, perturber):
+    if not batched(perturber):
         return [[m] for m in members]
     size = batch or cfg.es.members_per_rollout or len(members)
     return [members[i : i + size] for i in range(0, len(members), size)]
@@ -52,11 +52,11 @@ def new_times() -> dict:
 def play_unit(replica, unit: list, sigma: float, t: int, population: int, times: dict, bar=None, contexts=None):
     """(rewards, trajectory records, {member index: traceback}) of one unit; weights restored.
     contexts: one AgentContext per member of the unit (coevo), or None for the agent's own."""
-    if batched(replica.cfg, replica.perturber):
+    if batched(replica.perturber):
         seed = unit_rollout_seed(replica.cfg.run.seed, t, unit, population)
         rewards, traj, err = play_rows(replica, unit, sigma, t, times, bar, seed, contexts)
         return rewards, traj, ({str(m.index): err["all"] for m in unit} if err else {})
-    if replica.cfg.es.noise == "lowrank":
+    if replica.perturber.play_mode == "rows+others":
         return play_lowrank_others(replica, unit, sigma, t, times, bar, contexts)
     return play_sequential(replica, unit, sigma, t, times, bar, contexts)
 
@@ -194,6 +194,3 @@ def play_rows(replica, members, sigma: float, t: int, times: dict, bar, rollout_
     traj = [{"generation": t, "member": members[r].index, **ep.to_json()} for ep, r in zip(episodes, row_member)]
     return rewards, traj, {}
 
-
-def finite_or_none(rewards: list[float]) -> list[float | None]:
-    return [r if math.isfinite(r) else None for r in rewards]

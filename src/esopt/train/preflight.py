@@ -2,7 +2,8 @@
 costs one line, not an orphan run folder or a traceback minutes in."""
 from __future__ import annotations
 
-from ..config import ConfigError
+from ..utils.settings import ConfigError
+
 
 def check_env(env, tasks=None) -> None:
     """The env's own checks (its spec's preflight; with `tasks`, the tasks config too): tasks that exist,
@@ -40,24 +41,10 @@ def check_run_config(cfg, device: bool = True) -> None:
     """Everything a new run or an evaluation can check without loading the model (device=False:
     not runtime.device, which Ray workers use on their own machines)."""
     from ..models.loading import check_model_name
+    from .algorithm import algorithm
 
     check_env(cfg.env, cfg.tasks)
     if device:
         check_device(cfg.runtime.device)
     check_model_name(cfg.model)
-    check_coevo(cfg)
-
-
-def check_coevo(cfg) -> None:
-    """coevo.mode context/both: the skill library loads and the initial logits fit it; with growth on,
-    coevo.proposer can be asked."""
-    if cfg.coevo.mode == "weights":
-        return
-    from ..agent.rollout import AgentContext
-    from ..coevo.search import ContextSearch
-
-    ContextSearch(cfg, AgentContext.from_config(cfg.agent))  # raises ConfigError naming what is wrong
-    if cfg.coevo.grow.every:  # coevo.proposer: an http(s) URL, a model, its API key's variable set
-        from ..coevo.proposer import check_proposer
-
-        check_proposer(cfg.coevo.proposer)
+    algorithm(cfg.algo).check(cfg)  # the algorithm's own settings (ES: the context search's library)

@@ -135,10 +135,11 @@ class RunDir:
 
 
 def holds_run(path: Path) -> bool:
-    """Whether the folder holds a resumable run: an ES history or a complete GRPO checkpoint."""
-    from ..rl.checkpoint import exists  # imported when used: importing esopt.rl loads torch
+    """Whether the folder holds a resumable run: the record of any algorithm (an ES history, a
+    complete GRPO checkpoint, ...)."""
+    from .algorithm import of_run
 
-    return (Path(path) / "history.json").exists() or exists(path)
+    return of_run(Path(path)) is not None
 
 
 def _read_jsonl(path: Path) -> list[dict]:

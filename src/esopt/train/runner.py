@@ -3,7 +3,7 @@
 The trainer asks a MemberRunner to play the members, to apply the update (returning the
 driver's weights hash, after any replicas were checked against it) and to play evaluations.
 LocalRunner plays everything in the training process, on the trainer's own model: the
-one-worker case. dist/runner.py's RayRunner plays the same units on Ray workers.
+one-worker case. train/ray/runner.py's RayRunner plays the same units on Ray workers.
 """
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ class LocalRunner:
             rewards, traj, errors = play_contexts(tr, members, t, unit_times, bar, contexts)
             units = []
         else:  # one member after another needs no cutting (and keeps the progress bar's running mean)
-            units = work_units(members, tr.cfg, tr.perturber) if batched(tr.cfg, tr.perturber) else [members]
+            units = work_units(members, tr.cfg, tr.perturber) if batched(tr.perturber) else [members]
         by_index = None if contexts is None else {m.index: c for m, c in zip(members, contexts)}
         for unit in units:
             ctx = None if by_index is None else [by_index[m.index] for m in unit]

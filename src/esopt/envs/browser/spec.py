@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from ...config import Strict
+from ...utils.settings import Strict
 from ..spec import EnvSpec
 from .env import DEFAULT_MAX_TURNS, BrowserGymEnv
 

@@ -7,7 +7,7 @@ from typing import Union
 
 from pydantic import Field, field_validator, model_validator
 
-from ...config import Strict
+from ...utils.settings import Strict
 from ..spec import EnvSpec
 
 

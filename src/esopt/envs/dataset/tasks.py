@@ -149,7 +149,7 @@ class DatasetTasks:
     max_live = None  # every episode plays at once
 
     def __init__(self, env_cfg, tasks_cfg, run_seed: int):
-        from ...config import ConfigError
+        from ...utils.settings import ConfigError
         from ...utils.seeding import derive_seed
 
         self.env_cfg, self.tasks_cfg, self.run_seed, self._derive = env_cfg, tasks_cfg, run_seed, derive_seed

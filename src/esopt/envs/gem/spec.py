@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import field_validator
 
-from ...config import Strict
+from ...utils.settings import Strict
 from ..spec import EnvSpec
 
 

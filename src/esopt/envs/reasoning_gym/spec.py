@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from ...config import Strict
+from ...utils.settings import Strict
 from ..spec import EnvSpec
 from .env import ReasoningGymEnv
 

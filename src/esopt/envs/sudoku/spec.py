@@ -5,7 +5,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from ...config import Strict
+from ...utils.settings import Strict
 from ...utils.seeding import derive_seed
 from ..spec import EnvSpec
 from .env import SudokuEnv

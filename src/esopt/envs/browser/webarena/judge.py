@@ -1,4 +1,4 @@
-"""The LLM judge for WebArena's ``fuzzy_match``: any OpenAI-compatible chat endpoint, over urllib.
+"""The LLM judge for WebArena's ``fuzzy_match``: any OpenAI-compatible chat endpoint (utils/chat_endpoint.py).
 
 ``env.options.web.judge`` names it: ``base_url`` (e.g. ``https://api.openai.com/v1``
 or a local ``http://127.0.0.1:8000/v1``), ``model``, and ``api_key_env``, the
@@ -10,13 +10,12 @@ said something else). Nothing here runs at import.
 """
 from __future__ import annotations
 
-import json
 import os
 import re
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from urllib.parse import urlsplit
+
+from ....utils.chat_endpoint import ChatEndpointError, chat_completion
 
 _SYSTEM = "You grade the answers of an assistant that carried out tasks on websites. Be strict and brief."
 _ANSWER = ("A user gave an assistant this task:\n{question}\n\nThe correct answer is:\n{reference}\n\n"
@@ -70,23 +69,12 @@ class Judge:
         problem = self.problem()
         if problem:
             raise JudgeError(problem)
-        url = self.base_url.rstrip("/") + "/chat/completions"
-        body = {"model": self.model, "temperature": 0, "max_tokens": 16,
-                "messages": [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": prompt}]}
-        headers = {"Content-Type": "application/json"}
-        if self.api_key_env:
-            headers["Authorization"] = f"Bearer {os.environ[self.api_key_env]}"
-        request = urllib.request.Request(url, data=json.dumps(body).encode("utf-8"), headers=headers, method="POST")
+        messages = [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": prompt}]
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:  # noqa: S310 - user's endpoint
-                reply = json.loads(response.read().decode("utf-8"))
-            return str(reply["choices"][0]["message"]["content"] or "")
-        except urllib.error.HTTPError as err:
-            raise JudgeError(f"judge {url} answered HTTP {err.code}: {err.read()[:200]!r}") from None
-        except (urllib.error.URLError, OSError) as err:
-            raise JudgeError(f"judge {url} unreachable: {err}") from None
-        except (ValueError, KeyError, IndexError, TypeError) as err:
-            raise JudgeError(f"judge {url} sent no chat completion ({type(err).__name__}: {err})") from None
+            return chat_completion(self.base_url, self.model, messages, max_tokens=16, temperature=0,
+                                   timeout_s=self.timeout_s, api_key_env=self.api_key_env).text
+        except ChatEndpointError as err:
+            raise JudgeError(f"judge {err}") from None
 
 
 def _verdict(reply: str, yes: str, no: tuple[str, ...]) -> bool:

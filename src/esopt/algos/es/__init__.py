@@ -1,0 +1,1 @@
+"""Evolution strategies: the trainer (one ES step per generation) and context co-evolution (coevo/)."""

@@ -1,0 +1,74 @@
+"""ES as the harness sees it (esopt.train.algorithm): a seed history that replays to the weights,
+members on Ray workers, and with coevo.mode context/both a context that travels with the weights."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ...train.algorithm import Algorithm
+
+
+class ES(Algorithm):
+    name, title, unit, budget_key, record = "es", "ES", "generations", "es.generations", "history"
+    on_ray = True
+    frozen = Algorithm.frozen + (
+        "es.scope", "es.noise", "es.rank", "es.table_size", "es.lowrank_others", "es.update_rounding",
+        "es.population", "es.antithetic", "es.shaping",
+        # the context search (the library's content is checked by its hash on resume, so its file may move)
+        "coevo.mode", "coevo.lr", "coevo.init_prob", "coevo.init_logits", "coevo.logit_clip")
+
+    def check(self, cfg, on_ray: bool = False) -> None:
+        from ...utils.settings import ConfigError
+
+        if on_ray and cfg.coevo.mode != "weights":
+            raise ConfigError(f"coevo.mode={cfg.coevo.mode} runs in one process for now; --workers / --ray-address "
+                              "play weights-only ES (coevo.mode=weights)")
+        if cfg.coevo.mode == "weights":
+            return
+        from ...agent.rollout import AgentContext
+        from .coevo.search import ContextSearch
+
+        ContextSearch(cfg, AgentContext.from_config(cfg.agent))  # raises ConfigError naming what is wrong
+        if cfg.coevo.grow.every:  # coevo.proposer: an http(s) URL, a model, its API key's variable set
+            from .coevo.proposer import check_proposer
+
+            check_proposer(cfg.coevo.proposer)
+
+    def trainer(self, cfg, run, runner=None, log=print, **options):
+        from .trainer import Trainer
+
+        return Trainer(cfg, run, log=log, runner=runner, **options)
+
+    def done(self, run, cfg) -> int:
+        from ...es.history import History, RunFolderError
+
+        path = run.path / "history.json"
+        if path.exists():
+            return len(History.load(path))
+        trained = [m for m in run.metrics() if m.get("kind") == "train"]
+        if trained:
+            raise RunFolderError(f"{run.path} has metrics of {len(trained)} trained generation(s) but no history.json, "
+                                 "the record resume replays: restore history.json, or start a new run (resuming "
+                                 "would start over and overwrite these metrics)")
+        return 0
+
+    def holds(self, path: Path) -> bool:
+        return (Path(path) / "history.json").exists()
+
+    def load_weights(self, run, cfg, model, upto: int | None = None) -> int:
+        from ...es.build import make_perturber
+        from ...train.weights import start_from
+
+        start_from(run, model)
+        return run.history().replay(make_perturber(model, cfg.es), upto=upto)
+
+    def final_context(self, run, cfg, upto: int):
+        from ...agent.rollout import AgentContext
+        from .coevo.export import final_context
+
+        return final_context(run.history(), AgentContext.from_config(cfg.agent), upto=upto)
+
+    def export_files(self, folder: Path, run, cfg) -> dict | None:
+        from ...agent.rollout import AgentContext
+        from .coevo.export import write_context_files
+
+        return write_context_files(folder, run.history(), AgentContext.from_config(cfg.agent))

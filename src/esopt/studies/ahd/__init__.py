@@ -1,0 +1,1 @@
+"""The heuristic-design grid (esopt adapt --env ahd-<problem>) and its table."""

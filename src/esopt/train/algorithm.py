@@ -1,0 +1,87 @@
+"""The contract between the harness and a training algorithm, and the registry that names them.
+
+The harness (run folders, sessions, resume checks, evaluation, export, reports) never tests a
+run's `algo` string: it asks the run's Algorithm. An algorithm is one package under esopt.algos
+with a plug-in object; a new one is a package and one line in ALGORITHMS (or an `esopt.algos`
+entry point), nothing else. The harness names plug-ins by import path, so nothing in train/
+imports an algorithm's package.
+"""
+from __future__ import annotations
+
+import importlib
+from importlib.metadata import entry_points
+from pathlib import Path
+
+from ..utils.settings import ConfigError
+
+ALGORITHMS = {
+    "es": "esopt.algos.es.plugin:ES",
+    "grpo": "esopt.algos.grpo.plugin:GRPO",
+    "gepa": "esopt.algos.gepa.plugin:GEPA",
+}
+
+
+class Algorithm:
+    """What the harness asks of an algorithm. Defaults suit an algorithm that keeps nothing to
+    resume from; each plug-in overrides what it has."""
+
+    name = ""
+    title = ""  # in summaries and RESULT lines: ES, GRPO, GEPA
+    unit = "generations"  # what one update is called in logs and reports
+    budget_key = "es.generations"  # the config key counting updates
+    frozen: tuple[str, ...] = ("model", "algo", "runtime.dtype", "run.seed", "env.id")  # unchangeable on resume
+    record = "history"  # what a resume continues from (said in messages)
+    resumable = True
+    on_ray = False  # whether members can be played on Ray workers (dist/)
+    run_prefix = ""  # default run folder names: <prefix><env>-<time>
+
+    def check(self, cfg, on_ray: bool = False) -> None:
+        """Refuse (ConfigError, one line) settings this algorithm cannot run, before anything is written."""
+        if on_ray and not self.on_ray:
+            raise ConfigError(f"--workers / --ray-address play ES members on Ray; the {self.title} baseline runs in "
+                              "one process")
+
+    def trainer(self, cfg, run, runner=None, log=print, **options):
+        """The object that trains: train(start) -> summary, resume() -> next update, evaluate(n)."""
+        raise NotImplementedError
+
+    def done(self, run, cfg) -> int:
+        """Updates already made in `run` (whose own config is `cfg`)."""
+        return 0
+
+    def holds(self, path: Path) -> bool:
+        """Whether `path` holds something of this algorithm's to resume from."""
+        return False
+
+    def load_weights(self, run, cfg, model, upto: int | None = None) -> int:
+        """Put the run's weights after `upto` updates (default: all) into `model`; returns how many."""
+        raise NotImplementedError(f"{self.title} runs keep no weights to load")
+
+    def final_context(self, run, cfg, upto: int):
+        """(AgentContext, description) the run's agent plays with after `upto` updates; None: the config's."""
+        return None
+
+    def export_files(self, folder: Path, run, cfg) -> dict | None:
+        """Write what an export carries besides the weights (e.g. a context); returns its description."""
+        return None
+
+
+def algorithm(name: str) -> Algorithm:
+    """The plug-in of `name`: registered here or by an `esopt.algos` entry point."""
+    target = ALGORITHMS.get(name)
+    if target is None:
+        found = [ep for ep in entry_points(group="esopt.algos") if ep.name == name]
+        if not found:
+            raise ConfigError(f"unknown algo {name!r}; known: {', '.join(sorted(ALGORITHMS))}")
+        return found[0].load()()
+    module, attr = target.split(":")
+    return getattr(importlib.import_module(module), attr)()
+
+
+def of_run(path: Path) -> Algorithm | None:
+    """The algorithm whose record `path` holds (any registered one), or None."""
+    for name in ALGORITHMS:
+        algo = algorithm(name)
+        if algo.holds(path):
+            return algo
+    return None

@@ -1,0 +1,116 @@
+"""A training run's lifecycle, the same for every algorithm: where members are played (here, or
+on Ray workers), start (run folder, writer lock, the algorithm's trainer), resume (what may change,
+replay under the lock, the config kept) and a clean release whatever happens.
+
+The command line and the studies (benchmarks, esopt adapt) launch runs through `train`.
+"""
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..config import Config, dump_config, load_config
+from ..es.history import RunFolderError, atomic_write_text
+from ..utils.settings import ConfigError
+from .algorithm import Algorithm, algorithm
+from .preflight import check_run_config
+from .resume_check import check_resume
+from .rundir import RunDir, env_slug
+
+
+@dataclass
+class Session:
+    run: RunDir
+    cfg: Config
+    algo: Algorithm
+    trainer: object
+    start: int  # the next update to make
+
+
+def make_runner(workers: int | None = None, address: str | None = None):
+    """Where members are played: on Ray with workers / address (dist/), else here (None)."""
+    if workers is None and address is None:
+        return None
+    from .ray.runner import RayRunner
+
+    return RayRunner(workers=workers, address=address)
+
+
+def start(cfg: Config, runner=None, log=print, **options) -> Session:
+    """A new run folder (locked) and the trainer of cfg.algo; a folder left empty by a failure is removed."""
+    algo = algorithm(cfg.algo)
+    algo.check(cfg, on_ray=runner is not None)
+    if cfg.run.name is None and algo.run_prefix:
+        cfg.run.name = f"{algo.run_prefix}{env_slug(cfg.env.id)}-{time.strftime('%Y%m%d-%H%M%S')}"
+    run = RunDir.create(cfg)
+    log(f"[esopt] run folder: {run.path}")
+    try:
+        trainer = algo.trainer(cfg, run, runner=runner, **options)
+    except BaseException:
+        remove_if_empty(run)  # nothing trained: leave no orphan folder behind
+        raise
+    return Session(run, cfg, algo, trainer, 0)
+
+
+def resume(path: str | Path, overrides=(), algo_name: str | None = None, runner=None) -> Session:
+    """The run at `path` continued: overrides checked against what its record fixes, its record
+    replayed and verified under the writer lock; overrides given are kept in its config.yaml."""
+    run = RunDir(Path(path))
+    cfg = run.load_config(list(overrides))
+    if algo_name and algo_name != cfg.algo:
+        raise ConfigError(f"{path} is a {cfg.algo} run; --algo {algo_name} cannot resume it")
+    algo = algorithm(cfg.algo)
+    if not algo.resumable:
+        raise RunFolderError(f"{path} is a {algo.title} run, which cannot be resumed: start a new one")
+    algo.check(cfg, on_ray=runner is not None)
+    check_run_config(cfg, device=runner is None)
+    run.lock()
+    try:
+        check_resume(run, cfg, algo)  # under the lock: what is done cannot change while we check
+        trainer = algo.trainer(cfg, run, runner=runner)
+        begin = trainer.resume()  # replays and verifies the record under the new config
+    except BaseException:
+        run.unlock()
+        raise
+    if overrides:  # e.g. es.generations=20 extends the run; later resumes see the same config
+        atomic_write_text(run.config_path, dump_config(cfg))
+    return Session(run, cfg, algo, trainer, begin)
+
+
+def remove_if_empty(run: RunDir) -> None:
+    """Delete a run folder created by this process that holds nothing but its config and empty folders."""
+    run.unlock()
+    files = [p for p in run.path.rglob("*") if p.is_file() and p.name not in ("config.yaml", ".lock")]
+    if not files:
+        shutil.rmtree(run.path, ignore_errors=True)
+
+
+def train(config: str | Path | None = None, overrides=(), *, resume_dir: str | Path | None = None,
+          algo_name: str | None = None, workers: int | None = None, address: str | None = None,
+          **options) -> dict:
+    """Check, start (from config + overrides) or resume (resume_dir + overrides), train, release.
+    Returns the run's summary. Every check that needs no model runs before anything is written."""
+    on_ray = workers is not None or address is not None
+    if resume_dir is None:
+        cfg = load_config(config, list(overrides) + ([f"algo={algo_name}"] if algo_name else []))
+        check_run_config(cfg, device=not on_ray)  # on Ray the workers' devices are checked there
+        algorithm(cfg.algo).check(cfg, on_ray=on_ray)
+    elif config is not None:
+        raise ConfigError("a resumed run takes its own config; pass no config file with --resume")
+    runner = session = None
+    try:
+        runner = make_runner(workers, address)
+        session = (resume(resume_dir, overrides, algo_name, runner) if resume_dir is not None
+                   else start(cfg, runner, **options))
+        try:
+            return session.trainer.train(session.start)
+        except OSError as err:  # a full or read-only disk: what was written stays (the record is written atomically)
+            raise RunFolderError(f"training stopped: {err}. The run's {session.algo.record} is intact; once the disk "
+                                 f"has room (or is writable) continue with: esopt train --resume {session.run.path}") from None
+    finally:
+        if runner is not None:
+            runner.close()  # stops the Ray workers (and the Ray instance esopt started)
+        if session is not None:
+            session.run.unlock()  # the process ending releases it too; this is for callers in the same process

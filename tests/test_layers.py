@@ -1,0 +1,113 @@
+"""The layers of the package, read from the source with `ast` (every import, also those inside
+functions): no circle between top-level packages or between modules; the library never imports
+the studies or the command line; train/ (the harness) imports no algorithm's package (it names
+plug-ins by import path, esopt.train.algorithm); es/ imports nothing of esopt outside itself."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).parents[1] / "src"
+ABOVE_THE_LIBRARY = ("esopt.studies", "esopt.cli", "esopt.demo", "esopt.__main__")
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for path in SRC.joinpath("esopt").rglob("*.py"):
+        parts = list(path.relative_to(SRC).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        out[".".join(parts)] = path
+    return out
+
+
+def imports(mods: dict[str, Path]) -> dict[str, set[str]]:
+    """module -> the esopt modules it imports (a name imported from a package that is one of its
+    modules counts as that module)."""
+    graph = {}
+    for name, path in mods.items():
+        found = set()
+        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    base = ".".join(package[: len(package) - node.level + 1] + ([base] if base else []))
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base for a in node.names]
+            else:
+                continue
+            for t in targets:
+                while t not in mods and "." in t:
+                    t = t.rsplit(".", 1)[0]
+                if t in mods and t != name and t.startswith("esopt"):
+                    found.add(t)
+        graph[name] = found
+    return graph
+
+
+def cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One circle of the graph, or None."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(n):
+        state[n] = 1
+        stack.append(n)
+        for m in sorted(graph.get(n, ())):
+            if state.get(m) == 1:
+                return stack[stack.index(m):] + [m]
+            if m not in state:
+                found = visit(m)
+                if found:
+                    return found
+        stack.pop()
+        state[n] = 2
+        return None
+
+    for n in sorted(graph):
+        if n not in state:
+            found = visit(n)
+            if found:
+                return found
+    return None
+
+
+def package(module: str) -> str:
+    return ".".join(module.split(".")[:2])
+
+
+def arrows(graph, where, to) -> list[str]:
+    return sorted(f"{a} -> {b}" for a, bs in graph.items() if where(a) for b in bs if to(b))
+
+
+GRAPH = imports(modules())
+
+
+def test_no_circle_between_modules_or_packages():
+    assert cycle(GRAPH) is None, cycle(GRAPH)
+    packages: dict[str, set[str]] = {}
+    for a, bs in GRAPH.items():
+        packages.setdefault(package(a), set()).update(package(b) for b in bs if package(b) != package(a)
+                                                      and b != "esopt")
+    assert cycle(packages) is None, cycle(packages)
+
+
+def test_the_library_never_imports_what_is_above_it():
+    above = lambda m: m.startswith(ABOVE_THE_LIBRARY)  # noqa: E731
+    assert arrows(GRAPH, lambda m: not above(m), above) == []
+
+
+def test_the_harness_imports_no_algorithm():
+    assert arrows(GRAPH, lambda m: m.startswith("esopt.train"), lambda m: m.startswith("esopt.algos")) == []
+
+
+def test_es_imports_nothing_of_esopt_outside_itself():
+    assert arrows(GRAPH, lambda m: m.startswith("esopt.es."), lambda m: not m.startswith("esopt.es.")) == []
+
+
+def test_the_walk_sees_lazy_imports_and_can_fail():
+    """The checks above are not vacuous: a known lazy import is found, and a made-up circle is one."""
+    assert "esopt.train.ray.runner" in GRAPH["esopt.train.session"]  # imported inside make_runner
+    assert cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
