@@ -10,13 +10,9 @@ from conftest import tiny_llama
 
 from esopt.agent.rollout import Episode
 from esopt.es.perturb import weights_hash
+from esopt.algos.es.trainer import Trainer
 from esopt.es.reference import reference_generation
 from esopt.train.rundir import RunDir
-
-try:
-    from esopt.algos.es.trainer import Trainer
-except ImportError:  # before the trainer moved to algos/es/
-    from esopt.train.trainer import Trainer
 
 PROBE = torch.arange(3, 13).view(1, -1)
 

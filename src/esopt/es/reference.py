@@ -1,7 +1,7 @@
 """One generation of full-rank ES, written out plainly: the oracle the real code is tested against.
 
-What esopt's Trainer does in one generation (train/trainer.py, train/members.py, es/perturb.py),
-for float32 weights, in five steps read top to bottom:
+What esopt's ES step does in one generation (es/step.py, algos/es/trainer.py, train/members.py,
+es/perturb.py), for float32 weights, in five steps read top to bottom:
 
   1. seeds    the members' noise seeds; with antithetic pairs, members 2k and 2k+1 share one
               seed with signs +1 and -1 (es/strategy.py);
@@ -70,7 +70,7 @@ def reference_generation(model: torch.nn.Module, play, *, run_seed: int, generat
         # torch's scalar path), so tensor_noise splits it the same way.
         return tensor_noise(seed, name, p.numel(), source, p.device).to(p.device).view_as(p)
 
-    # 1. seeds. The strategy's seed comes from the run seed as in Trainer.__init__. Given each
+    # 1. seeds. The strategy's seed comes from the run seed as in algos/es/trainer.py's es_step. Given each
     # seed's generator keys (one per tensor), ask redraws a seed whose keys collide with another
     # stream of the generation; the trainer passes them (Perturber.stream_keys), so we do too.
     strategy = Strategy(population, derive_seed("strategy", run_seed), antithetic, shaping)

@@ -64,3 +64,14 @@ def train_loop(trainer, start: int, total: int, bar, describe: Callable[[int, di
         checkpoint(last)
     evals[last] = trainer.evaluate(last, boundary=True)
     return trainer.finish(evals)
+
+
+def turn_progress(bar, prefix: str, total: int):
+    """A rollout's on_turn that shows `prefix`, the turn and the episodes done of `total` on the bar; None without one."""
+    if bar is None:
+        return None
+
+    def progress(turn, done):
+        bar.set_postfix_str(f"{prefix} turn {turn} episodes {done}/{total}", refresh=False)
+
+    return progress

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from ..utils.seeding import derive_seed
+from .loop import turn_progress
 
 
 def batched(perturber) -> bool:
@@ -174,10 +175,7 @@ def play_rows(replica, members, sigma: float, t: int, times: dict, bar, rollout_
     extra = {"row_context": row_context, "row_groups": row_member} if side_terms else {}
     if contexts is not None:
         extra["context"] = [contexts[k] for k in row_member]
-    progress = None
-    if bar is not None:
-        def progress(turn, done):
-            bar.set_postfix_str(f"gen {t} turn {turn} episodes {done}/{len(envs)}", refresh=False)
+    progress = turn_progress(bar, f"gen {t}", len(envs))
     t0 = time.time()
     try:
         episodes = replica.rollout_fn(replica.policy, envs, ids, obs, cfg, seed=rollout_seed, on_turn=progress,

@@ -2,6 +2,7 @@ import json
 
 import pytest
 
+from esopt.studies.bench.common import kept_from_earlier
 from esopt.studies.bench.es_memory import main as es_memory
 
 from conftest import TINY_OVERRIDES
@@ -87,9 +88,12 @@ def test_memory_bench_three_phases_over_horizons(esopt_cache, tmp_path, capsys, 
     # processes are stood in for here, with rows whose peaks are known
     settings = {k: data[k] for k in ("config", "overrides", "repeats", "grpo_update_sequences", "population",
                                      "episodes_per_member")}
-    assert set(memory._earlier_rows(str(out), settings, ["4x4-demo", "9x9-h5"])) == {"9x9-h15"}
-    assert memory._earlier_rows(str(out), {**settings, "population": 4}, ["4x4-demo"]) == {}
-    assert memory._earlier_rows(str(tmp_path / "missing.json"), settings, ["4x4-demo"]) == {}
+    def earlier(path, settings, tasks):
+        return kept_from_earlier(str(path), settings, "runs", memory.TASKS, tasks, "bench")
+
+    assert set(earlier(out, settings, ["4x4-demo", "9x9-h5"])) == {"9x9-h15"}
+    assert earlier(out, {**settings, "population": 4}, ["4x4-demo"]) == {}
+    assert earlier(tmp_path / "missing.json", settings, ["4x4-demo"]) == {}
     peaks = {"inference": 100.0, "es": 110.0, "grpo": 300.0}
     monkeypatch.setattr(memory, "measure", lambda *a, **k: {p: [{"peak_rss_mb": v}] for p, v in peaks.items()})
     res2 = memory.main("configs/demo.yaml", data["overrides"], str(out), tasks=["9x9-h5"])

@@ -23,7 +23,7 @@ from ...models import HFPolicy, load_model
 from ...models.policy import Sampling
 from ...utils.seeding import derive_seed
 from ...train.evaluate import max_live_of, turn_limit_of
-from ...train.loop import train_loop
+from ...train.loop import train_loop, turn_progress
 from ...train.summary import finish_run, record_eval
 from ...train.rundir import RunDir
 from ...train.tasks import TaskSource
@@ -167,10 +167,7 @@ class GRPOTrainer:
     def step(self, t: int, bar=None) -> dict:
         g = self.cfg.grpo
         tokens0 = self.policy.tokens_generated
-        progress = None
-        if bar is not None:
-            def progress(turn, done):
-                bar.set_postfix_str(f"step {t} turn {turn} episodes {done}/{self.episodes_per_step}", refresh=False)
+        progress = turn_progress(bar, f"step {t}", self.episodes_per_step)
         t0 = time.time()
         try:
             episodes = self.play(t, progress)

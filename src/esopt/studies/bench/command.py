@@ -68,62 +68,68 @@ BENCHES = {
 }
 
 
+FLAGS = (  # (flag, add_argument keywords): each says which benches use it
+    ("--out", dict(help="JSON output path")),
+    ("--context", dict(action="store_true",
+         help="throughput: one generation each of coevo.mode weights / both / context at equal episodes "
+         "(a config with a skill library, e.g. configs/coevo-demo.yaml): the cost of context search")),
+    ("--repeats", dict(type=int, default=None,
+         help="es-memory (default 3) / memory (default 1): fresh-process runs of each phase; "
+         "perturb (default 3): timed rounds; multiturn (default 3): rollouts; decode (default 3): "
+         "batches; dtype (default 3): rounds per batch size; medians are compared; "
+         "web (default 12): episodes per env; ray (default 2): timed generations per setup")),
+    ("--tasks", dict(help="memory: comma-separated subset of 4x4-demo,9x9-h5,9x9-h10,9x9-h15 (default: all); "
+         "horizon: horizons as 4x4-bN / 9x9-hN, N blanks and 3N turns "
+         "(default 4x4-b2,4x4-b4,4x4-b6; the paper's: 9x9-h5,9x9-h10,9x9-h15); "
+         "room: task names (studies/bench/room.py TASKS) or name=config:override,... "
+         "(default: all)")),
+    ("--seeds", dict(help="compare: run seeds of the final runs of each method's chosen setting "
+         "(default 0,1,2); horizon: run seeds (default 0,1); room: ES run seeds (default "
+         "0,1,2); dtype: a learning-parity check of float32 vs bfloat16 over these seeds "
+         "instead of the speed figures")),
+    ("--train", dict(type=int, default=0,
+         help="room: train ES on this many tasks with the most room (validation success in [0.1, 0.7], "
+         "lowest first), --seeds each (default 0: the base table only)")),
+    ("--runs", dict(help="room: folder of the ES runs (default runs/room; finished runs are read back)")),
+    ("--grpo-lrs", dict(help="compare: GRPO learning rates swept (default 1e-6,1e-5,1e-4)")),
+    ("--es-sigmas", dict(help="compare: ES sigma.start values swept, sigma.end scaled alike "
+         "(default: the config's sigma x 0.5,1,2); as many as --grpo-lrs")),
+    ("--tune-seeds", dict(help="compare: run seeds of the sweep, chosen on validation (default: the first of "
+         "--seeds)")),
+    ("--budget-seconds", dict(type=float, default=None,
+         help="compare: every run trains for this many seconds (evaluations excluded; run.budget_seconds) "
+         "instead of equal episodes; es.generations is then the most updates a run may make")),
+    ("--grpo-lr", dict(type=float, default=None,
+         help="horizon: GRPO learning rate (default: grpo_best_lr of compare.json beside --out, else 1e-5)")),
+    ("--es-sigma", dict(type=float, default=None,
+         help="horizon: ES sigma.start, sigma.end scaled alike (default: es_best_sigma of compare.json "
+         "beside --out, else the config's)")),
+    ("--jobs", dict(type=int, default=1,
+         help="compare, horizon, dtype --seeds: training runs side by side (default 1; seconds are then "
+         "shared-machine figures; give each run its share of the cores with runtime.threads)")),
+    ("--models", dict(help="population: comma-separated backbones, weaker first (aliases, folders, exports)")),
+    ("--populations", dict(help="population: comma-separated population sizes (default 8,16)")),
+    ("--seed", dict(type=int, default=0, help="population: run seed")),
+    ("--workers", dict(type=int, default=None,
+         help="ray: total cores N compared (default 2): one process with N threads, 1 Ray worker x N "
+         "threads, N Ray workers x 1 thread")),
+    ("--sections", dict(help="gpu: comma-separated subset of demo-float32,demo-bfloat16,4b,27b,compiled "
+         "(default: all; the others are kept from an earlier --out with the same settings)")),
+    ("--tokenizer", dict(help="gpu: tokenizer of the random-weight 4b/27b models, a folder or model name "
+         "(default: the config's model's)")),
+    ("--tiny", dict(action="store_true",
+         help="gpu: every section at tiny shapes on the CPU (a check of the bench itself, seconds)")),
+    ("--grpo-sequences", dict(type=int, default=None,
+         help="memory: GRPO updates on the longest N turn sequences (default: two micro-batches; 0: all)")),
+)
+
+
 def add_arguments(b) -> None:
     b.add_argument("name", choices=list(BENCHES), metavar="NAME",
                    help="; ".join(f"{name}: {row[1]}" for name, row in BENCHES.items()))
     b.add_argument("args", nargs="*", metavar="CONFIG_OR_OVERRIDE")
-    b.add_argument("--out", help="JSON output path")
-    b.add_argument("--context", action="store_true",
-                   help="throughput: one generation each of coevo.mode weights / both / context at equal episodes "
-                        "(a config with a skill library, e.g. configs/coevo-demo.yaml): the cost of context search")
-    b.add_argument("--repeats", type=int, default=None,
-                   help="es-memory (default 3) / memory (default 1): fresh-process runs of each phase; "
-                        "perturb (default 3): timed rounds; multiturn (default 3): rollouts; decode (default 3): "
-                        "batches; dtype (default 3): rounds per batch size; medians are compared; "
-                        "web (default 12): episodes per env; ray (default 2): timed generations per setup")
-    b.add_argument("--tasks", help="memory: comma-separated subset of 4x4-demo,9x9-h5,9x9-h10,9x9-h15 (default: all); "
-                                   "horizon: horizons as 4x4-bN / 9x9-hN, N blanks and 3N turns "
-                                   "(default 4x4-b2,4x4-b4,4x4-b6; the paper's: 9x9-h5,9x9-h10,9x9-h15); "
-                                   "room: task names (studies/bench/room.py TASKS) or name=config:override,... "
-                                   "(default: all)")
-    b.add_argument("--seeds", help="compare: run seeds of the final runs of each method's chosen setting "
-                                   "(default 0,1,2); horizon: run seeds (default 0,1); room: ES run seeds (default "
-                                   "0,1,2); dtype: a learning-parity check of float32 vs bfloat16 over these seeds "
-                                   "instead of the speed figures")
-    b.add_argument("--train", type=int, default=0,
-                   help="room: train ES on this many tasks with the most room (validation success in [0.1, 0.7], "
-                        "lowest first), --seeds each (default 0: the base table only)")
-    b.add_argument("--runs", help="room: folder of the ES runs (default runs/room; finished runs are read back)")
-    b.add_argument("--grpo-lrs", help="compare: GRPO learning rates swept (default 1e-6,1e-5,1e-4)")
-    b.add_argument("--es-sigmas", help="compare: ES sigma.start values swept, sigma.end scaled alike "
-                                       "(default: the config's sigma x 0.5,1,2); as many as --grpo-lrs")
-    b.add_argument("--tune-seeds", help="compare: run seeds of the sweep, chosen on validation (default: the first of "
-                                        "--seeds)")
-    b.add_argument("--budget-seconds", type=float, default=None,
-                   help="compare: every run trains for this many seconds (evaluations excluded; run.budget_seconds) "
-                        "instead of equal episodes; es.generations is then the most updates a run may make")
-    b.add_argument("--grpo-lr", type=float, default=None,
-                   help="horizon: GRPO learning rate (default: grpo_best_lr of compare.json beside --out, else 1e-5)")
-    b.add_argument("--es-sigma", type=float, default=None,
-                   help="horizon: ES sigma.start, sigma.end scaled alike (default: es_best_sigma of compare.json "
-                        "beside --out, else the config's)")
-    b.add_argument("--jobs", type=int, default=1,
-                   help="compare, horizon, dtype --seeds: training runs side by side (default 1; seconds are then "
-                        "shared-machine figures; give each run its share of the cores with runtime.threads)")
-    b.add_argument("--models", help="population: comma-separated backbones, weaker first (aliases, folders, exports)")
-    b.add_argument("--populations", help="population: comma-separated population sizes (default 8,16)")
-    b.add_argument("--seed", type=int, default=0, help="population: run seed")
-    b.add_argument("--workers", type=int, default=None,
-                   help="ray: total cores N compared (default 2): one process with N threads, 1 Ray worker x N "
-                        "threads, N Ray workers x 1 thread")
-    b.add_argument("--sections", help="gpu: comma-separated subset of demo-float32,demo-bfloat16,4b,27b,compiled "
-                                      "(default: all; the others are kept from an earlier --out with the same settings)")
-    b.add_argument("--tokenizer", help="gpu: tokenizer of the random-weight 4b/27b models, a folder or model name "
-                                       "(default: the config's model's)")
-    b.add_argument("--tiny", action="store_true",
-                   help="gpu: every section at tiny shapes on the CPU (a check of the bench itself, seconds)")
-    b.add_argument("--grpo-sequences", type=int, default=None,
-                   help="memory: GRPO updates on the longest N turn sequences (default: two micro-batches; 0: all)")
+    for flag, kwargs in FLAGS:
+        b.add_argument(flag, **kwargs)
 
 
 def run(a) -> int:

@@ -22,3 +22,18 @@ def write_results(path: str | Path, name: str, results: dict, details: dict) -> 
     path.write_text(json.dumps({"benchmark": name, "machine": machine(), "results": results, **details}, indent=1))
     for k, v in results.items():
         print(f"RESULT {k}={v:.4g}" if isinstance(v, float) else f"RESULT {k}={v}", flush=True)
+
+
+def kept_from_earlier(out: str, settings: dict, key: str, known, measured: list[str], label: str) -> dict:
+    """The entries under `key` of an earlier OUT written with the same settings whose names are
+    `known` and not `measured` now (so a long bench can be run a part at a time into one file)."""
+    try:
+        earlier = json.loads(Path(out).read_text())
+    except (OSError, ValueError):
+        return {}
+    if any(earlier.get(k) != v for k, v in settings.items()):
+        return {}
+    kept = {name: v for name, v in earlier.get(key, {}).items() if name in known and name not in measured}
+    if kept:
+        print(f"[{label}] keeping {', '.join(kept)} from {out} (same settings)", flush=True)
+    return kept

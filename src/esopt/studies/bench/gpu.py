@@ -402,7 +402,9 @@ def main(config: str, overrides: list[str], out: str, sections: list[str] | None
     for s in sections:  # every section's config is checked before anything runs
         section_config(config, overrides, s, tiny, tempfile.gettempdir())()
     settings = {"config": config, "overrides": overrides, "tiny": tiny}
-    measured = _earlier_sections(out, settings, sections)
+    from .common import kept_from_earlier
+
+    measured = kept_from_earlier(out, settings, "sections", SECTIONS, sections, "bench gpu")
     root = tempfile.mkdtemp(prefix="esopt-bench-gpu-")
     device_name = None
     import torch
@@ -434,17 +436,3 @@ def _save(out: str, settings: dict, sections: dict, device_name, partial: bool) 
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"benchmark": "gpu", "machine": machine(), **settings, "device_name": device_name,
                                 "partial": partial, "sections": sections}, indent=1))
-
-
-def _earlier_sections(out: str, settings: dict, sections: list[str]) -> dict:
-    """Sections not measured now, kept from an earlier OUT written with the same settings."""
-    try:
-        earlier = json.loads(Path(out).read_text())
-    except (OSError, ValueError):
-        return {}
-    if any(earlier.get(k) != v for k, v in settings.items()):
-        return {}
-    kept = {s: v for s, v in earlier.get("sections", {}).items() if s in SECTIONS and s not in sections}
-    if kept:
-        print(f"[bench gpu] keeping sections {', '.join(kept)} from {out} (same settings)", flush=True)
-    return kept

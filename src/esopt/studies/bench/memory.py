@@ -186,7 +186,9 @@ def main(config: str, overrides: list[str], out: str, repeats: int = 1, tasks: l
         grpo_sequences = 2 * cfg.grpo.micro_batch
     settings = {"config": config, "overrides": overrides, "repeats": repeats, "grpo_update_sequences": grpo_sequences,
                 "population": cfg.es.population, "episodes_per_member": cfg.es.episodes_per_member}
-    runs = _earlier_rows(out, settings, tasks)
+    from .common import kept_from_earlier
+
+    runs = kept_from_earlier(out, settings, "runs", TASKS, tasks, "bench")
     for task in tasks:
         runs[task] = measure(config, overrides + TASKS[task], PHASES, repeats, grpo_sequences, label=f"{task} ")
     runs = {t: runs[t] for t in TASKS if t in runs}
@@ -207,21 +209,6 @@ def main(config: str, overrides: list[str], out: str, repeats: int = 1, tasks: l
     write_results(out, "memory", results, {**settings, "median_peak_mb": table, "tasks": {t: TASKS[t] for t in table},
                                            "runs": runs, "plot": png})
     return results
-
-
-def _earlier_rows(out: str, settings: dict, tasks: list[str]) -> dict[str, list]:
-    """Rows of tasks not measured now, kept from an earlier OUT written with the same
-    settings (so a long bench can be run a few tasks at a time into one table)."""
-    try:
-        earlier = json.loads(Path(out).read_text())
-    except (OSError, ValueError):
-        return {}
-    if any(earlier.get(k) != v for k, v in settings.items()):
-        return {}
-    kept = {t: rows for t, rows in earlier.get("runs", {}).items() if t in TASKS and t not in tasks}
-    if kept:
-        print(f"[bench] keeping the rows of {', '.join(kept)} from {out} (same settings)", flush=True)
-    return kept
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ def _example(question: str, answer: str) -> str:
             f'<answer> and </answer>."}}, {{role: assistant, content: "<answer>{answer}</answer>"}}]')
 
 
+_LETTERS = _example('How many times does the letter "a" appear in the text: "banana split"?', "3")
 TASKS: dict[str, tuple[str, list[str]]] = {
     "gem-guess-easy": (_GEM, ["env.options.task=game:GuessTheNumber-v0-easy"]),
     "gem-guess-hard": (_GEM, ["env.options.task=game:GuessTheNumber-v0-hard"]),
@@ -45,12 +46,8 @@ TASKS: dict[str, tuple[str, list[str]]] = {
     "rg-leg-counting-1": (_RG, ["env.options.dataset=leg_counting", "env.options.level=1"]),
     "rg-basic-arithmetic-0": (_RG, ["env.options.dataset=basic_arithmetic", "env.options.level=0",
                                     _example("Calculate 3 + 4.", "7")]),
-    "rg-letter-counting-0": (_RG, ["env.options.dataset=letter_counting", "env.options.level=0",
-                                   _example('How many times does the letter "a" appear in the text: "banana split"?',
-                                            "3")]),
-    "rg-letter-counting-1": (_RG, ["env.options.dataset=letter_counting", "env.options.level=1",
-                                   _example('How many times does the letter "a" appear in the text: "banana split"?',
-                                            "3")]),
+    **{f"rg-letter-counting-{level}": (_RG, ["env.options.dataset=letter_counting", f"env.options.level={level}",
+                                              _LETTERS]) for level in (0, 1)},
     "rg-spell-backward-0": (_RG, ["env.options.dataset=spell_backward", "env.options.level=0",
                                   _example("Spell this word backward (example: sun -> nus): cat", "tac")]),
     "rg-count-bits-0": (_RG, ["env.options.dataset=count_bits", "env.options.level=0",
