@@ -19,32 +19,36 @@ Update = Callable[[list[int], np.ndarray, float, int], str]
 
 
 class ESStep:
-    def __init__(self, strategy: Strategy, stream_keys, sigma, alpha, total: int):
+    def __init__(self, strategy: Strategy, stream_keys, sigma, alpha, total: int, moves_weights: bool = True):
         """sigma, alpha: schedules (schedule, start, end, warmup: a config's es.sigma / es.alpha) over
         `total` updates; stream_keys: the perturber's (seed -> its noise streams' keys), so no two
-        members of a generation share a stream."""
+        members of a generation share a stream. moves_weights=False (a search over contexts alone):
+        members carry no noise (seed 0), sigma and alpha are 0 and the update applies nothing."""
         self.strategy, self.stream_keys, self.sigma, self.alpha, self.total = strategy, stream_keys, sigma, alpha, total
+        self.moves_weights = moves_weights
 
     def values(self, t: int) -> tuple[float, float]:
         """sigma and alpha of generation t."""
+        if not self.moves_weights:
+            return 0.0, 0.0
         s, a = self.sigma, self.alpha
         return (scheduled(s.schedule, s.start, s.end, t, self.total, s.warmup),
                 scheduled(a.schedule, a.start, a.end, t, self.total, a.warmup))
 
     def ask(self, t: int) -> list[Member]:
+        if not self.moves_weights:
+            return [Member(k, 0, +1) for k in range(self.strategy.population)]
         return self.strategy.ask(t, self.stream_keys)
 
-    def tell(self, t: int, members: list[Member], rewards: list[float], update: Update,
-             sigma: float | None = None, alpha: float | None = None) -> dict:
-        """Shape the rewards, make the update and return generation t's history record. sigma and
-        alpha default to the schedules' (a generation that moved no weights passes 0)."""
+    def tell(self, t: int, members: list[Member], rewards: list[float], update: Update) -> dict:
+        """Shape the rewards, make the update and return generation t's history record."""
         told = self.strategy.tell(members, rewards)
-        scheduled_sigma, scheduled_alpha = self.values(t)
-        sigma = scheduled_sigma if sigma is None else sigma
-        alpha = scheduled_alpha if alpha is None else alpha
-        seeds = [m.seed for m in members]
-        digest = update(seeds, told.coefficients, alpha, len(members))
+        sigma, alpha = self.values(t)
+        seeds, signs, coefficients = [m.seed for m in members], [m.sign for m in members], told.coefficients
+        if not self.moves_weights:  # nothing for replay to apply: no seeds, no coefficients
+            seeds, signs, coefficients = [], [], np.zeros(0)
+        digest = update(seeds, coefficients, alpha, len(members))
         return {"generation": t, "sigma": sigma, "alpha": alpha, "population": len(members), "seeds": seeds,
-                "signs": [m.sign for m in members], "rewards": [r if math.isfinite(r) else None for r in rewards],
-                "shaped": told.shaped, "coefficients": told.coefficients.tolist(),
+                "signs": signs, "rewards": [r if math.isfinite(r) else None for r in rewards],
+                "shaped": told.shaped, "coefficients": coefficients.tolist(),
                 "nonfinite_rewards": told.nonfinite, "weights_hash": digest}

@@ -94,16 +94,6 @@ def _env_row(c) -> str:
     return _items(head | shown)
 
 
-def _es_rows(c) -> list[tuple[str, str]]:
-    sig, alp = _dict(c("es.sigma")), _dict(c("es.alpha"))
-    es = (f"G={c('es.population')} members ({'antithetic' if c('es.antithetic') else 'independent'}), "
-          f"T={c('es.generations')} generations, {c('es.episodes_per_member')} episodes per member, "
-          f"shaping {c('es.shaping')}, scope {c('es.scope')}")
-    sched = (f"sigma {sig.get('start')} -> {sig.get('end')} ({sig.get('schedule')}), "
-             f"alpha {alp.get('start')} -> {alp.get('end')} ({alp.get('schedule')})")
-    return [("ES", escape(es)), ("schedules", escape(sched))]
-
-
 def summary_rows(run: RunData) -> list[tuple[str, str]]:
     """(label, HTML) rows: where the run stands, model, environment, seed, algorithm settings, figures."""
     c, meta = run.cfg, run.meta
@@ -116,12 +106,7 @@ def summary_rows(run: RunData) -> list[tuple[str, str]]:
             ("model", model), ("environment", escape(_env_row(c))),
             ("run seed", escape(str(c("run.seed", "unknown")))), ("held-out reward", _heldout(run)),
             ("algorithm", escape(run.algo))]
-    if run.algo == "es":
-        rows += _es_rows(c)
-        noise = meta.get("noise", c("es.noise"))
-        rows.append(("noise", escape(json.dumps(noise) if isinstance(noise, (dict, list)) else str(noise))))
-    elif _dict(c(run.algo)):
-        rows.append((run.algo.upper(), escape(_items(_dict(c(run.algo))))))
+    rows += [(label, escape(text)) for label, text in run.algorithm.settings_rows(c, meta)]
     samp = _dict(c("agent.sampling"))
     rows.append(("decoding", escape(f"temperature {samp.get('temperature')}, top-p {samp.get('top_p')}, "
                                     f"top-k {samp.get('top_k')}, {c('agent.max_new_tokens')} new tokens per turn")))

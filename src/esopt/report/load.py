@@ -61,17 +61,28 @@ class RunData:
         return str(self.cfg("algo", "es"))
 
     @property
+    def algorithm(self):
+        """The plug-in of the run's algo (esopt.train.algorithm), which says what its updates are
+        called, how many were planned, what each plays and which settings to show; an algo not
+        known here gets the contract's defaults."""
+        from ..train.algorithm import Algorithm, algorithm
+        from ..utils.settings import ConfigError
+
+        try:
+            return algorithm(self.algo)
+        except ConfigError:
+            return Algorithm()
+
+    @property
     def planned(self) -> int | None:
-        g = self.cfg("grpo.steps" if self.algo == "grpo" else "es.generations")
+        key = self.algorithm.budget_key
+        g = self.cfg(key) if key else None
         return g if isinstance(g, int) else None
 
     @property
     def episodes_per_generation(self) -> int | None:
-        """Training episodes played per generation (ES) or step (GRPO), from the config."""
-        a, b = (("grpo.puzzles_per_step", "grpo.group_size") if self.algo == "grpo"
-                else ("es.population", "es.episodes_per_member"))
-        a, b = self.cfg(a), self.cfg(b)
-        return a * b if isinstance(a, int) and isinstance(b, int) else None
+        """Training episodes played per update (an ES generation, a GRPO step), from the config."""
+        return self.algorithm.episodes_per_update(self.cfg)
 
     @property
     def done(self) -> int:
@@ -148,7 +159,7 @@ def _read_config(run: RunData) -> None:
 def _read_history(run: RunData) -> None:
     p = run.path / "history.json"
     if not p.exists():
-        if run.algo != "es":
+        if run.algorithm.record != "history":
             return  # only ES runs keep a seed history
         run.missing.append("history.json is missing: no per-member rewards, seeds or weights hashes")
         return

@@ -50,8 +50,8 @@ def rewards(run: RunData) -> Plot:
     if xs:
         ax.scatter(xs, ys, s=9, color="0.35", alpha=0.6, label="members", zorder=3)
     ax.plot(gens, mean, "o-", color="C0", label="mean", zorder=4)
-    es = run.algo == "es"
-    ax.set_xlabel("generation" if es else "step")
+    es = run.algorithm.record == "history"  # members with a reward each
+    ax.set_xlabel(run.algorithm.step_name)
     ax.set_ylabel("member reward (mean over its episodes)" if es else "episode reward")
     _int_ticks(ax)
     ax.legend(fontsize=8)
@@ -85,7 +85,7 @@ def heldout(run: RunData) -> Plot:
 
 def _planned(run: RunData, name: str) -> tuple[list[int], list[float]] | None:
     s, total = run.cfg(f"es.{name}"), run.planned
-    if run.algo != "es" or not isinstance(s, dict) or not total or s.get("schedule", "cosine") not in SCHEDULES:
+    if not run.algorithm.schedules or not isinstance(s, dict) or not total or s.get("schedule", "cosine") not in SCHEDULES:
         return None
     try:
         xs = list(range(total))
@@ -100,7 +100,7 @@ def schedules(run: RunData) -> Plot:
     plans = {k: _planned(run, k) for k in ("sigma", "alpha")}
     used = {k: _series(run.train, k) for k in ("sigma", "alpha")}
     if not any(used[k][0] or plans[k] for k in used):
-        if run.algo != "es":
+        if not run.algorithm.schedules:
             return Plot("schedules", title, None, f"not an ES run (algo: {run.algo}): no sigma or alpha")
         return Plot("schedules", title, None, "no generation recorded and no schedule in config.yaml")
     fig, axes = _figure(cols=2)

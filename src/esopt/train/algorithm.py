@@ -34,6 +34,8 @@ class Algorithm:
     resumable = True
     on_ray = False  # whether members can be played on Ray workers (dist/)
     run_prefix = ""  # default run folder names: <prefix><env>-<time>
+    step_name = "generation"  # one update, on a report's axes
+    schedules = False  # whether sigma and alpha schedules drive it (a report plots them against the plan)
 
     def check(self, cfg, on_ray: bool = False) -> None:
         """Refuse (ConfigError, one line) settings this algorithm cannot run, before anything is written."""
@@ -64,6 +66,30 @@ class Algorithm:
     def export_files(self, folder: Path, run, cfg) -> dict | None:
         """Write what an export carries besides the weights (e.g. a context); returns its description."""
         return None
+
+    # a report reads run folders that may be damaged: c(dotted key, default) answers from the run's
+    # config.yaml as written (None where missing), meta is history.json's metadata ({} without one)
+    def episodes_per_update(self, c) -> int | None:
+        """Training episodes one update plays."""
+        return None
+
+    def settings_rows(self, c, meta: dict) -> list[tuple[str, str]]:
+        """(label, text) rows of the algorithm's settings: by default its config section, if any."""
+        section = c(self.name)
+        if not isinstance(section, dict) or not section:
+            return []
+        return [(self.title, ", ".join(f"{k}={v}" for k, v in section.items()))]
+
+
+def product(c, *keys: str) -> int | None:
+    """The product of these config values, if every one is an int."""
+    values = [c(k) for k in keys]
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        return None
+    out = 1
+    for v in values:
+        out *= v
+    return out
 
 
 def algorithm(name: str) -> Algorithm:

@@ -1,5 +1,5 @@
 """The end of a run, for any algorithm: summary.json (base vs final held-out
-figures with their paired difference) and the run's report."""
+figures with their paired difference)."""
 from __future__ import annotations
 
 from ..es.perturb import weights_hash
@@ -62,11 +62,12 @@ def _paired(final: dict, base: dict | None) -> dict:
 
 
 def finish_run(run: RunDir, model, evals: dict, generations: int, log=print, **extra) -> dict:
-    """Write summary.json from the evaluations {generation: {split: figures}}, close the run,
-    refresh its report. Top-level final/base/improvement are held-out figures; a run with a
-    validation split also gets them for validation under "validation". `generations`: the planned
-    number of updates; a run stopped earlier by run.budget_seconds records the updates it made
-    (the last evaluation's) and the plan under "planned_generations"."""
+    """Write summary.json from the evaluations {generation: {split: figures}} and close the run (its
+    algorithm then refreshes the report, report.refresh_report). Top-level final/base/improvement
+    are held-out figures; a run with a validation split also gets them for validation under
+    "validation". `generations`: the planned number of updates; a run stopped earlier by
+    run.budget_seconds records the updates it made (the last evaluation's) and the plan under
+    "planned_generations"."""
     done = max(evals) if evals else generations
     summary = {"run_dir": str(run.path), **extra, "generations": done, "weights_hash": weights_hash(model)}
     if done != generations:
@@ -82,7 +83,4 @@ def finish_run(run: RunDir, model, evals: dict, generations: int, log=print, **e
             summary["validation"] = figures
     run.write_json("summary.json", summary)
     run.close()
-    from ..report import refresh_report
-
-    refresh_report(run.path, log)  # never raises: the run is complete without its report
     return summary

@@ -215,7 +215,7 @@ def test_from_a_context_run_starts_from_its_final_context(esopt_cache, tmp_path,
     tr = Trainer(cfg, RunDir.create(cfg), log=lambda *a: None)
     tr.rollout_fn = skill_b
     tr.train()
-    assert tr.coevo.probs()["skills"]["B"] > 0.5
+    assert tr.context.search.probs()["skills"]["B"] > 0.5
     path = write_config(tmp_path, settings=["none"], budgets=[4], tasks={"b2": {}})
     adapt_mod.run_adapt(path, [], from_run=str(tr.run.path), log=lambda *a: None)
     prompt = RunDir(tmp_path / "out" / "t" / "b2" / "none").load_config().agent.system_prompt

@@ -2,14 +2,15 @@
 members on Ray workers, and with coevo.mode context/both a context that travels with the weights."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-from ...train.algorithm import Algorithm
+from ...train.algorithm import Algorithm, product
 
 
 class ES(Algorithm):
     name, title, unit, budget_key, record = "es", "ES", "generations", "es.generations", "history"
-    on_ray = True
+    on_ray = schedules = True
     frozen = Algorithm.frozen + (
         "es.scope", "es.noise", "es.rank", "es.table_size", "es.lowrank_others", "es.update_rounding",
         "es.population", "es.antithetic", "es.shaping",
@@ -72,3 +73,18 @@ class ES(Algorithm):
         from .coevo.export import write_context_files
 
         return write_context_files(folder, run.history(), AgentContext.from_config(cfg.agent))
+
+    def episodes_per_update(self, c) -> int | None:
+        return product(c, "es.population", "es.episodes_per_member")
+
+    def settings_rows(self, c, meta: dict) -> list[tuple[str, str]]:
+        sig, alp = c("es.sigma") or {}, c("es.alpha") or {}
+        sig, alp = (x if isinstance(x, dict) else {} for x in (sig, alp))
+        es = (f"G={c('es.population')} members ({'antithetic' if c('es.antithetic') else 'independent'}), "
+              f"T={c('es.generations')} generations, {c('es.episodes_per_member')} episodes per member, "
+              f"shaping {c('es.shaping')}, scope {c('es.scope')}")
+        sched = (f"sigma {sig.get('start')} -> {sig.get('end')} ({sig.get('schedule')}), "
+                 f"alpha {alp.get('start')} -> {alp.get('end')} ({alp.get('schedule')})")
+        noise = meta.get("noise", c("es.noise"))
+        return [("ES", es), ("schedules", sched),
+                ("noise", json.dumps(noise) if isinstance(noise, (dict, list)) else str(noise))]

@@ -13,29 +13,29 @@ import time
 import numpy as np
 from tqdm import tqdm
 
-from ...agent.rollout import AgentContext
 from ...config import Config
-from ...es.history import RunFolderError
 from ...es.perturb import weights_hash
 from ...es.rounding import precision_check, precision_warnings
 from ...es.step import ESStep
-from ...es.strategy import Member, Strategy
+from ...es.strategy import Strategy
 from ...models import load_model
 from ...train.loop import train_loop
 from ...train.replica import ModelReplica
 from ...train.rundir import RunDir
 from ...train.runner import LocalRunner, MemberRunner
+from ...report import refresh_report
 from ...train.summary import finish_run, record_eval
 from ...train.weights import start_from
 from ...utils.seeding import derive_seed
 from ...utils.threads import set_threads
+from .coevo.component import context_component
 
 
-def es_step(cfg: Config, perturber) -> ESStep:
+def es_step(cfg: Config, perturber, moves_weights: bool = True) -> ESStep:
     """The run's ES step: its strategy (seeded by the run seed) over es.generations."""
     es = cfg.es
     strategy = Strategy(es.population, derive_seed("strategy", cfg.run.seed), es.antithetic, es.shaping)
-    return ESStep(strategy, perturber.stream_keys, es.sigma, es.alpha, es.generations)
+    return ESStep(strategy, perturber.stream_keys, es.sigma, es.alpha, es.generations, moves_weights)
 
 
 class Trainer(ModelReplica):
@@ -51,26 +51,14 @@ class Trainer(ModelReplica):
             start_from(run, model)  # a run begun from another run's weights (esopt adapt --from): those first
         ModelReplica.__init__(self, cfg, model, tokenizer, log)  # policy, perturber, tasks, rollout_fn
         self.warn_precision()
-        self.step = es_step(cfg, self.perturber)
-        # coevo.mode context/both: each member also plays a sampled context (algos/es/coevo/search.py);
-        # context: the weights are neither perturbed nor updated
-        self.coevo = None
-        if cfg.coevo.mode != "weights":
-            from .coevo.search import ContextSearch
-
-            self.coevo = ContextSearch(cfg, AgentContext.from_config(cfg.agent))
-        # coevo.grow.every: candidate skills proposed, screened and gated after due generations (algos/es/coevo/grow.py)
-        self.grower = None
-        if self.coevo is not None and cfg.coevo.grow.every:
-            from .coevo.grow import Grower
-
-            self.grower = Grower(cfg, log)
-        self.moves_weights = cfg.coevo.mode != "context"
-        meta = {"model": cfg.model, "base_weights_hash": weights_hash(model), "scope_numel": self.perturber.numel,
-                "noise": self.perturber.describe()}
-        if self.coevo is not None:
-            meta["context"] = self.coevo.meta()
-        self.history = run.history(meta=meta)
+        # coevo.mode context/both: each member also plays a sampled context, a component of the ES step
+        # (algos/es/coevo/component.py); context: the weights are neither perturbed nor updated
+        self.context = context_component(cfg, log)
+        self.moves_weights = self.context.moves_weights
+        self.step = es_step(cfg, self.perturber, self.moves_weights)
+        self.history = run.history(meta={"model": cfg.model, "base_weights_hash": weights_hash(model),
+                                         "scope_numel": self.perturber.numel, "noise": self.perturber.describe(),
+                                         **self.context.meta()})
         self.runner.start(self)  # rollout_fn is replaceable in tests until here (a RayRunner sends it to its workers)
 
     def warn_precision(self) -> list[str]:
@@ -91,15 +79,9 @@ class Trainer(ModelReplica):
     def resume(self) -> int:
         """Replay the history onto the freshly loaded base weights; returns the next generation."""
         t0 = time.time()
-        if self.coevo is not None:
-            self.coevo.check_meta(self.history.meta, self.history.path)
-        elif "context" in self.history.meta:
-            mode = self.history.meta["context"].get("mode")
-            raise RunFolderError(f"{self.history.path} was trained with coevo.mode={mode}: resume it with that mode, "
-                                 "not coevo.mode=weights")
+        self.context.check_resume(self.history.meta, self.history.path)
         done = self.history.replay(self.perturber)
-        if self.coevo is not None:
-            self.coevo.replay(self.history.records[:done])
+        self.context.replay(self.history.records[:done])
         if done:
             self.log(f"[esopt] resumed {self.run.path}: replayed {done} generations in {time.time() - t0:.1f}s, "
                      f"weights hash {self.history.records[-1]['weights_hash'][:12]} verified")
@@ -110,8 +92,9 @@ class Trainer(ModelReplica):
     def evaluate(self, generation: int, boundary: bool = True) -> dict:
         """With a context search: the most likely context under the current logits (said in the record),
         played here; otherwise wherever the runner plays (here, or split across Ray workers)."""
-        if self.coevo is not None:
-            context, note = self.coevo.eval_context()
+        found = self.context.eval_context()
+        if found is not None:
+            context, note = found
             return record_eval(self.run, self.policy, self.tasks, self.cfg, generation, self.log, boundary=boundary,
                                context=context, context_note=note)
         return record_eval(self.run, self.policy, self.tasks, self.cfg, generation, self.log, boundary=boundary,
@@ -119,64 +102,26 @@ class Trainer(ModelReplica):
 
     # --------------------------------------------------------------- generation
     def generation(self, t: int, bar=None) -> dict:
-        cfg = self.cfg
-        if self.moves_weights:
-            sigma, alpha = self.step.values(t)
-            members = self.step.ask(t)
-        else:  # coevo.mode=context: members differ only in their contexts; no weight noise, no update
-            sigma, alpha = 0.0, 0.0
-            members = [Member(k, 0, +1) for k in range(cfg.es.population)]
-        draws = units = contexts = None
-        if self.coevo is not None:
-            draws, units, contexts = self.coevo.ask(t, members)
+        sigma, alpha = self.step.values(t)
+        members = self.step.ask(t)
+        contexts = self.context.ask(t, members)  # one per member (coevo), else None: the agent's own
         times = {"perturb": 0.0, "rollout": 0.0, "restore": 0.0}
-        # here, or on Ray workers (train/runner.py); contexts: one per member (coevo), else None
-        played = self.runner.play(members, sigma, t, times, bar, contexts=contexts)
-        rewards, traj, errors = played.rewards, played.traj, played.errors
-
-        def update(seeds, coefs, alpha, population):
-            if not self.moves_weights:
-                t0 = time.time()
-                digest = weights_hash(self.model)
-                times.update(update=0.0, hash=time.time() - t0)
-                return digest
-            # the update, here and on every replica; a replica whose weights hash differs stops the run
-            return self.runner.update(t, seeds, coefs, alpha, population, times)
-
-        record = self.step.tell(t, members, rewards, update, sigma, alpha)
-        n_bad = record["nonfinite_rewards"]
-        if not self.moves_weights:  # nothing for replay to apply: no seeds, no coefficients
-            record.update(seeds=[], signs=[], coefficients=[])
-        if errors:
-            record["member_errors"] = errors
-        if self.coevo is not None:
-            t0 = time.time()
-            record["context"] = self.coevo.tell(draws, units, record["shaped"])
-            times["context"] = time.time() - t0
-        growth = None
-        if self.grower is not None:
-            from .coevo.grow import due
-
-            if due(cfg, t):  # after the update: the gate plays the weights the next generation starts from
-                t0 = time.time()
-                growth = record["growth"] = self.grower.step(self, self.coevo, t, traj)
-                record["context"]["logits"] = self.coevo.genome.to_json()  # the grown library's logits
-                times["grow"] = time.time() - t0
+        played = self.runner.play(members, sigma, t, times, bar, contexts=contexts)  # here, or on Ray workers
+        rewards, traj = played.rewards, played.traj
+        # the update, here and on every replica; a replica whose weights hash differs stops the run
+        record = self.step.tell(t, members, rewards, lambda *update: self.runner.update(t, *update, times))
+        if played.errors:
+            record["member_errors"] = played.errors
+        extra = self.context.tell(self, t, record, traj, times)  # the context logits (and growth), into the record
         self.history.append(record)  # the checkpoint: written atomically before anything else
         self.run.write_trajectories(f"gen{t:04d}", traj)
         finite = np.array([r for r in rewards if math.isfinite(r)] or [float("nan")])
         stats = {
             "kind": "train", "generation": t, "reward_mean": float(finite.mean()), "reward_max": float(finite.max()),
             "reward_min": float(finite.min()), "reward_std": float(finite.std()), "sigma": sigma, "alpha": alpha,
-            "nonfinite_rewards": n_bad, "episodes": len(traj) + (growth["episodes"] if growth else 0),
-            "tokens": played.tokens,
-            **{f"time_{k}": v for k, v in times.items()}, **played.extra,
+            "nonfinite_rewards": record["nonfinite_rewards"], "episodes": len(traj) + extra.pop("extra_episodes", 0),
+            "tokens": played.tokens, **{f"time_{k}": v for k, v in times.items()}, **played.extra, **extra,
         }
-        if self.coevo is not None:
-            stats["context_probs"] = self.coevo.probs()  # after this generation's update (and growth)
-        if growth is not None:
-            stats["grow"] = {"gate_episodes": growth["episodes"], "admitted": [a["name"] for a in growth["admitted"]],
-                             "rejected": [c.get("reason") for c in growth["candidates"] if c.get("verdict") == "rejected"]}
         self.run.log(stats)
         return stats
 
@@ -195,4 +140,6 @@ class Trainer(ModelReplica):
 
     def finish(self, evals: dict) -> dict:
         self.runner.close()  # Ray workers are not needed for the summary and report
-        return finish_run(self.run, self.model, evals, self.cfg.es.generations, self.log)
+        summary = finish_run(self.run, self.model, evals, self.cfg.es.generations, self.log)
+        refresh_report(self.run.path, self.log)  # never raises: the run is complete without its report
+        return summary

@@ -26,6 +26,7 @@ from ...config import ConfigError
 from ...models import HFPolicy, load_model
 from ...train.evaluate import evaluate, summarize
 from ...train.rundir import RunDir
+from ...report import refresh_report
 from ...train.summary import finish_run
 from ...train.tasks import TaskSource
 from ...utils.seeding import derive_seed
@@ -213,7 +214,9 @@ class GepaBaseline:
                      "reflection_flags": self.recorder.flag_counts()},
             "seconds": {"optimise": t_opt, "heldout": t_held, "total": time.time() - t0},
         }
-        return finish_run(self.run, self.model, evals, G, self.log, **extra)
+        summary = finish_run(self.run, self.model, evals, G, self.log, **extra)
+        refresh_report(self.run.path, self.log)  # never raises: the run is complete without its report
+        return summary
 
     # ------------------------------------------------------------------ files
     def write_files(self, result, best_idx: int) -> None:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...train.algorithm import Algorithm
+from ...train.algorithm import Algorithm, product
 
 
 class GRPO(Algorithm):
     name, title, unit, budget_key, record = "grpo", "GRPO", "GRPO steps", "grpo.steps", "checkpoint"
+    step_name = "step"
 
     def trainer(self, cfg, run, runner=None, log=print, **options):
         from .trainer import GRPOTrainer
@@ -35,3 +36,6 @@ class GRPO(Algorithm):
             raise ValueError(f"a GRPO run keeps only its last checkpoint (step {step}): weights after {upto} steps "
                              "are not available")
         return step
+
+    def episodes_per_update(self, c) -> int | None:
+        return product(c, "grpo.puzzles_per_step", "grpo.group_size")

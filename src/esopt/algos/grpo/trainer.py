@@ -24,6 +24,7 @@ from ...models.policy import Sampling
 from ...utils.seeding import derive_seed
 from ...train.evaluate import max_live_of, turn_limit_of
 from ...train.loop import train_loop, turn_progress
+from ...report import refresh_report
 from ...train.summary import finish_run, record_eval
 from ...train.rundir import RunDir
 from ...train.tasks import TaskSource
@@ -248,8 +249,10 @@ class GRPOTrainer:
         return train_loop(self, start, T, bar, describe, self.save_checkpoint, g.checkpoint_every)
 
     def finish(self, evals: dict) -> dict:
-        return finish_run(self.run, self.model, evals, self.steps, self.log, algo="grpo",
-                          episodes_per_generation=self.episodes_per_step)
+        summary = finish_run(self.run, self.model, evals, self.steps, self.log, algo="grpo",
+                             episodes_per_generation=self.episodes_per_step)
+        refresh_report(self.run.path, self.log)  # never raises: the run is complete without its report
+        return summary
 
 
 def _public(ep: dict) -> dict:

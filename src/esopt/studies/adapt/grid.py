@@ -188,14 +188,11 @@ def start_source(from_run: str | None, cfg: Config):
     if src.model != cfg.model or src.runtime.dtype != cfg.runtime.dtype:
         raise ConfigError(f"--from {from_run} was trained from model {src.model} ({src.runtime.dtype}); the adapt "
                           f"config gives {cfg.model} ({cfg.runtime.dtype}): make them the same")
-    context = None
-    if src.algo == "es" and (run.path / "history.json").exists():
-        from ...agent.rollout import AgentContext
-        from ...algos.es.coevo.export import final_context
+    from ...train.algorithm import algorithm
 
-        found = final_context(run.history(), AgentContext.from_config(src.agent))
-        context = None if found is None else found[0]
-    return src, context
+    algo = algorithm(src.algo)
+    found = algo.final_context(run, src, None) if algo.holds(run.path) else None  # a context run's context
+    return src, None if found is None else found[0]
 
 
 def load_start(from_run: str | None, cfg: Config, log=print):
@@ -237,6 +234,7 @@ def play(sub: SubRun, model, tok, start_state, start: dict, log=print) -> str:
     (an unfinished gepa sub-run) or 'ran'."""
     from ...es.perturb import weights_hash
     from ...train.rundir import RunDir, holds_run
+    from ...report import refresh_report
     from ...train.summary import finish_run
 
     if (sub.path / "summary.json").exists():
@@ -257,6 +255,7 @@ def play(sub: SubRun, model, tok, start_state, start: dict, log=print) -> str:
         trainer = Trainer(sub.cfg, run, model, tok, log=log)
         if sub.setting == "none":
             finish_run(run, model, {0: trainer.evaluate(0)}, 0, log)
+            refresh_report(run.path, log)
         else:
             trainer.train(trainer.resume() if resumed else 0)
     finally:

@@ -82,7 +82,7 @@ def make_trainer(cfg, rollout, proposer=None, run=None):
     tr = Trainer(cfg, run or RunDir.create(cfg), log=lambda *a: None)
     tr.rollout_fn = rollout
     if proposer is not None:
-        tr.grower.proposer = proposer
+        tr.context.grower.proposer = proposer
     return tr
 
 
@@ -185,7 +185,7 @@ def test_the_gate_admits_a_helpful_skill_and_rejects_a_harmful_one_with_lineage(
         max(s["reward"] for s in lin["sources"] if s["role"] == "worst")
     assert admitted["init_logit"] == pytest.approx(-1.0986, abs=1e-4)  # logit(coevo.grow.init_prob=0.25)
     # the grown skill is in the library and the next generation's draws; the gate played training tasks
-    assert [s.name for s in tr.coevo.lib.skills] == ["rules", "helpful rule"]
+    assert [s.name for s in tr.context.search.lib.skills] == ["rules", "helpful rule"]
     assert "helpful rule" in hist["generations"][0]["context"]["logits"]["skills"]
     gate_call = next(c for c in rollout.calls if c["seed"] == derive_seed("grow-gate", cfg.run.seed, 0))
     assert len(gate_call["ids"]) == 3 * 6  # without, with each of two candidates
@@ -220,17 +220,17 @@ def test_resume_and_export_rebuild_the_grown_library_without_the_proposer(tiny_c
     run = RunDir(path)
     second = make_trainer(run.load_config(), ToyRollout(weights=True), Raising(), run)
     assert second.resume() == 2  # the library comes back from the records, the proposer is not asked
-    assert [s.name for s in second.coevo.lib.skills] == ["rules", "helpful rule", "second"]
-    assert second.coevo.genome.to_json() == records[1]["context"]["logits"]
-    second.grower.proposer = Scripted(0, script)  # generation 2 grows again
+    assert [s.name for s in second.context.search.lib.skills] == ["rules", "helpful rule", "second"]
+    assert second.context.search.genome.to_json() == records[1]["context"]["logits"]
+    second.context.grower.proposer = Scripted(0, script)  # generation 2 grows again
     second.train(2)
     assert weights_hash(second.model) == want
     assert json.loads((path / "history.json").read_text())["generations"] == records
-    assert second.coevo.genome.to_json() == full.coevo.genome.to_json()
+    assert second.context.search.genome.to_json() == full.context.search.genome.to_json()
 
     info = export_run(path, tmp_path / "exported")  # from history.json alone
     assert set(info["context"]["probabilities"]["skills"]) == {"rules", "helpful rule", "second", "third"}
-    _, mid = final_context(run.history(), second.coevo.base, upto=1)
+    _, mid = final_context(run.history(), second.context.search.base, upto=1)
     assert set(mid["probabilities"]["skills"]) == {"rules", "helpful rule"}
 
 
@@ -261,7 +261,7 @@ def test_the_model_being_tuned_proposes_by_default(tiny_cfg):
     for c in growth["candidates"]:
         assert c["verdict"] == "rejected" and c["reason"].split(":")[0] in ("empty", "truncated", "reasoning", "format")
     assert growth["admitted"] == [] and growth["episodes"] == 0
-    assert [s.name for s in tr.coevo.lib.skills] == ["rules"]
+    assert [s.name for s in tr.context.search.lib.skills] == ["rules"]
 
 
 def test_model_proposer_tells_truncated_from_finished_replies():
@@ -356,7 +356,7 @@ def test_growth_starts_from_an_empty_library(tiny_cfg):
                    "es.population=4", "es.episodes_per_member=4", "es.generations=3", "eval.at_start=false")
     tr = make_trainer(cfg, ToyRollout(), Scripted(cfg.run.seed, {0: [GOOD], 1: [GOOD]}))
     tr.train()
-    assert [s.name for s in tr.coevo.lib.skills] == ["helpful rule"]
+    assert [s.name for s in tr.context.search.lib.skills] == ["helpful rule"]
     second = tr.history.records[1]["growth"]["candidates"][0]
     assert second["verdict"] == "rejected" and second["reason"].startswith("duplicate")
     with pytest.raises(ConfigError, match="needs a skill library"):

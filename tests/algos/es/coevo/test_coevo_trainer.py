@@ -64,13 +64,13 @@ def test_context_mode_finds_the_skill_and_leaves_weights(tiny_cfg, tmp_path):
     base = weights_hash(tr.model)
     tr.train()
     assert weights_hash(tr.model) == base  # mode=context never touches the weights
-    p = tr.coevo.probs()
+    p = tr.context.search.probs()
     assert p["skills"]["B"] > 0.95 and p["skills"]["H"] < 0.05 and p["slots"]["strategy"][1] > 0.9
     hist = json.loads((tr.run.path / "history.json").read_text())
     rec = hist["generations"][-1]
     assert rec["seeds"] == [] and rec["coefficients"] == [] and rec["sigma"] == 0.0
     assert len(rec["context"]["draws"]) == 8 and rec["context"]["units"] == list(range(8))
-    assert hist["meta"]["context"]["library_hash"] == tr.coevo.lib.digest
+    assert hist["meta"]["context"]["library_hash"] == tr.context.search.lib.digest
     evals = [m for m in tr.run.metrics() if m["kind"] == "eval"]
     assert evals[-1]["context"]["choice"] == "most_likely" and "B" in evals[-1]["context"]["draw"]["skills"]
 
@@ -117,11 +117,11 @@ def test_both_mode_resume_equals_uninterrupted(tiny_cfg, noise):
     run = RunDir(path)
     second = make_trainer(run.load_config(), weight_and_context_rollout, run)
     assert second.resume() == 2
-    assert second.coevo.genome.to_json() == records[1]["context"]["logits"]
+    assert second.context.search.genome.to_json() == records[1]["context"]["logits"]
     second.train(2)
     assert weights_hash(second.model) == want
     assert json.loads((path / "history.json").read_text())["generations"] == records
-    assert second.coevo.genome.to_json() == full.coevo.genome.to_json()
+    assert second.context.search.genome.to_json() == full.context.search.genome.to_json()
 
 
 def test_resume_refuses_a_changed_library_or_tampered_logits(tiny_cfg):
@@ -159,7 +159,7 @@ def play_one_generation(cfg):
 
     tr.policy.generate = spy
     tr.generation(0)
-    lib = tr.coevo.lib
+    lib = tr.context.search.lib
     want = [assemble(AgentContext(system_prompt="base"), lib, Draw.from_json(d, lib)).system_prompt
             for d in tr.history.records[0]["context"]["draws"]]
     return tr, batches, want
@@ -208,7 +208,7 @@ def test_weights_mode_is_byte_identical_to_plain_es(tiny_cfg):
     assert "context" not in data["meta"]
     assert set(data["generations"][0]) == {"generation", "sigma", "alpha", "population", "seeds", "signs", "rewards",
                                            "shaped", "coefficients", "nonfinite_rewards", "weights_hash"}
-    assert with_lib.coevo is None
+    assert with_lib.context.meta() == {} and with_lib.context.ask(0, []) is None  # the library is not searched
     assert all(r is not None for rec in data["generations"] for r in rec["rewards"])  # members really played
     assert len({r for rec in data["generations"] for r in rec["rewards"]}) > 1
 
