@@ -107,6 +107,16 @@ def test_es_imports_nothing_of_esopt_outside_itself():
     assert arrows(GRAPH, lambda m: m.startswith("esopt.es."), lambda m: not m.startswith("esopt.es.")) == []
 
 
+def test_only_es_decides_by_the_noise_kind():
+    """How members are played is the perturber's answer (play_mode), not a test of es.noise elsewhere."""
+    import re
+
+    compares = re.compile(r"noise\s*(==|!=|in\b)|noise\.startswith")
+    found = [f"{name}:{i}" for name, path in modules().items() if not name.startswith("esopt.es.")
+             for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if compares.search(line)]
+    assert found == []
+
+
 def test_the_walk_sees_lazy_imports_and_can_fail():
     """The checks above are not vacuous: a known lazy import is found, and a made-up circle is one."""
     assert "esopt.train.ray.runner" in GRAPH["esopt.train.session"]  # imported inside make_runner

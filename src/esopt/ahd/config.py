@@ -10,6 +10,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from ..config import (ConfigError, ESConfig, RuntimeConfig, SamplingConfig, Strict, parse_override,
                       read_config_tree, set_dotted)
+from ..es.build import play_mode
 
 METHODS = ("eoh", "eoh+es", "sample", "sample+es")
 DEFAULT_CONFIG = "configs/ahd.yaml"
@@ -70,7 +71,7 @@ class AHDConfig(Strict):
 
     @model_validator(mode="after")
     def _consistent(self):
-        if self.es.noise == "lowrank":
+        if play_mode(self.es) != "in_place":
             raise ValueError("es.noise=lowrank is not supported by the heuristic search (weights are perturbed in "
                              "place per member): use gaussian or table")
         if self.es.antithetic and self.es.population % 2:

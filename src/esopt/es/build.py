@@ -13,3 +13,12 @@ def make_perturber(model, es_cfg):
     fused = es_cfg.kernels == "numba" or (es_cfg.kernels == "auto" and es_cfg.noise == "table")
     return Perturber(model, es_cfg.scope, make_noise(es_cfg.noise, es_cfg.table_size), fused=fused,
                      rounding=es_cfg.update_rounding)
+
+
+def play_mode(es_cfg) -> str:
+    """How the perturber es_cfg asks for plays members (its play_mode), known before a model is loaded:
+    "in_place" (full-rank noise), "rows" (low-rank side terms) or "rows+others" (es.lowrank_others=full;
+    "rows" after all when the scope holds no tensor besides linear weights)."""
+    if es_cfg.noise != "lowrank":
+        return "in_place"
+    return "rows" if es_cfg.lowrank_others == "frozen" else "rows+others"

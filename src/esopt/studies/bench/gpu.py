@@ -192,7 +192,7 @@ def run_phase(phase: str, make_cfg, model, tok, root: str) -> dict:
         seconds = time.perf_counter() - t0
         row.update(episodes=stats["episodes"], tokens=stats["tokens"], reward_mean=stats["reward_mean"],
                    **{k: v for k, v in stats.items() if k.startswith("time_")})
-        if noise != "lowrank":
+        if trainer.perturber.play_mode == "in_place":  # restores through corrections
             row["correction_mb"] = trainer.perturber.last_correction_bytes / 2**20
         errors = list(trainer.history.records[-1].get("member_errors", {}).values())
         if errors:  # a member that failed (out of memory, say) was recorded and the generation went on
