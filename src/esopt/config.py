@@ -200,7 +200,7 @@ class GrowConfig(Strict):
 
 
 class CoevoConfig(Strict):
-    """The context genome (coevo/): what the agent sees is searched alongside (or instead of) its weights."""
+    """The context genome (algos/es/coevo/): what the agent sees is searched alongside (or instead of) its weights."""
 
     mode: Literal["weights", "context", "both"] = "weights"  # weights: today's ES, the library unused
     lr: float = Field(1.0, gt=0)  # step size of the score-function update of the logits

@@ -32,7 +32,7 @@ class Algorithm:
     frozen: tuple[str, ...] = ("model", "algo", "runtime.dtype", "run.seed", "env.id")  # unchangeable on resume
     record = "history"  # what a resume continues from (said in messages)
     resumable = True
-    on_ray = False  # whether members can be played on Ray workers (dist/)
+    on_ray = False  # whether members can be played on Ray workers (train/ray/)
     run_prefix = ""  # default run folder names: <prefix><env>-<time>
     step_name = "generation"  # one update, on a report's axes
     schedules = False  # whether sigma and alpha schedules drive it (a report plots them against the plan)

@@ -30,7 +30,7 @@ class Session:
 
 
 def make_runner(workers: int | None = None, address: str | None = None):
-    """Where members are played: on Ray with workers / address (dist/), else here (None)."""
+    """Where members are played: on Ray with workers / address (train/ray/), else here (None)."""
     if workers is None and address is None:
         return None
     from .ray.runner import RayRunner

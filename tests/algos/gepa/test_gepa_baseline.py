@@ -206,3 +206,22 @@ def test_endpoint_reflection_lm_against_a_local_fake_server(fake_chat, monkeypat
     with pytest.raises(ReflectionError, match="ESOPT_TEST_REFLECT_KEY .* no longer set"):
         lm("a third time")
     assert len(fake_chat.requests) == 2  # nothing sent without the key
+
+
+def test_gepa_is_a_plug_in_of_train_and_its_runs_are_not_resumed(esopt_cache, tmp_path, capsys):
+    """`esopt train --algo gepa` goes through the same session as ES and GRPO (the plug-in's trainer,
+    default options); the run says algo gepa, and a resume is refused in one line."""
+    from conftest import TINY_OVERRIDES
+
+    from esopt.cli import main
+
+    args = ["train", "configs/demo.yaml", *TINY_OVERRIDES, "tasks.validation=2", f"run.out_dir={tmp_path}",
+            "run.name=g", "--algo", "gepa"]
+    assert main(args) == 0
+    run = tmp_path / "g"
+    assert yaml.safe_load((run / "config.yaml").read_text())["algo"] == "gepa"
+    assert json.loads((run / "summary.json").read_text())["algo"] == "gepa"
+    assert "RESULT heldout_reward_gepa=" in capsys.readouterr().out
+    assert main(["train", "--resume", str(run)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "GEPA run, which cannot be resumed" in err[0]

@@ -1,6 +1,5 @@
 """The scheduling seam without Ray: worker plans, units of members, and a replica playing and
 updating exactly as the training process does (so it does not matter which one plays a unit)."""
-import json
 import sys
 
 import pytest

@@ -26,7 +26,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 from ...utils.memory import peak_rss_mb
 
