@@ -16,7 +16,7 @@ def test_help(cmd):
 
 
 @pytest.mark.parametrize("override,needle", [
-    ("es.populaton=8", "unknown config key 'es.populaton'; allowed here: generations, population"),
+    ("es.populaton=8", "unknown config key 'es.populaton' (did you mean es.population?); allowed here: generations, population"),
     ("env.size=5", "bad value for 'env.options.size': 5"),
     ("es.shaping=softmax", "bad value for 'es.shaping'"),
     ("nonsense", "unexpected argument"),

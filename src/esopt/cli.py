@@ -11,13 +11,22 @@ from .utils.args import default_config, split_args
 
 
 def cmd_train(a) -> int:
-    from .train.session import train
-
     config, overrides = split_args(a.args)
     if a.resume and config:
         raise SystemExit("esopt: error: --resume takes the run's own config; pass no config file")
-    summary = train(None if a.resume else (config or default_config()), overrides, resume_dir=a.resume,
-                    algo_name=a.algo, workers=a.workers, address=a.ray_address)
+    if not a.resume and not config:
+        a.parser.print_usage(sys.stderr)
+        print("esopt: error: train needs a config file (e.g. esopt train configs/demo.yaml) or --resume RUN_DIR; "
+              "see esopt train --help", file=sys.stderr)
+        return 2
+    if not a.resume:  # validated before torch is imported: a bad setting is one line within a second or two
+        from .config import load_config
+
+        config = load_config(config, overrides + ([f"algo={a.algo}"] if a.algo else []))
+    from .train.session import train
+
+    summary = train(config, overrides, resume_dir=a.resume, algo_name=a.algo, workers=a.workers,
+                    address=a.ray_address, strict=True)
     print_summary(summary)
     return 0
 
@@ -70,6 +79,8 @@ def cmd_report(a) -> int:
     from .report import write_report
 
     report = write_report(a.run_dir, a.compare or [], a.out)
+    for line in report.warnings:
+        print(f"[esopt] warning: {line}")
     print(f"[esopt] report: {report.path.resolve()} (open it in a browser; plots also as PNG files beside it)")
     if report.missing:
         print(f"[esopt] the report lists {len(report.missing)} thing(s) missing or incomplete at its top")
@@ -141,6 +152,22 @@ def args_of(module: str):
     return add
 
 
+EXAMPLES = {
+    "train": "examples:\n  esopt train configs/demo.yaml\n  esopt train configs/demo.yaml es.population=16 run.seed=1\n"
+             "  esopt train configs/demo.yaml --algo grpo grpo.lr=1e-5\n  esopt train --resume runs/RUN es.generations=20"
+             "\n  esopt train configs/demo.yaml --workers 4",
+    "eval": "examples:\n  esopt eval --run runs/RUN\n  esopt eval --run runs/RUN --split validation --out episodes.jsonl"
+            "\n  esopt eval configs/demo.yaml --model smollm2-135m-instruct",
+    "export": "example:\n  esopt export runs/RUN exported/ && python -c \"import transformers; "
+              "transformers.AutoModelForCausalLM.from_pretrained('exported')\"",
+    "bench": "examples:\n  esopt bench throughput configs/demo.yaml\n  esopt bench compare configs/demo.yaml --seeds 0,1,2"
+             "\n  esopt bench gpu configs/demo.yaml --tiny",
+    "report": "examples:\n  esopt report runs/RUN\n  esopt report runs/RUN --compare runs/OTHER",
+    "adapt": "examples:\n  esopt adapt configs/adapt-demo.yaml\n  esopt adapt configs/adapt-demo.yaml --from runs/RUN"
+             "\n  esopt adapt --env ahd-tsp configs/ahd.yaml --budgets 16 --seeds 0,1",
+    "baseline": "example:\n  esopt baseline gepa configs/demo.yaml --budget 256",
+}
+
 # name: (help, description, add arguments, handler)
 COMMANDS = {
     "train": ("ES fine-tuning run (or the GRPO / GEPA baselines)",
@@ -175,12 +202,18 @@ COMMANDS = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="esopt", description="Evolution strategies for fine-tuning LLM agents.")
+    from . import __version__
+
+    p = argparse.ArgumentParser(prog="esopt", description="Evolution strategies for fine-tuning LLM agents.",
+                                epilog="Start with: esopt train configs/demo.yaml (or make demo). Each command has "
+                                       "examples in its --help.")
+    p.add_argument("--version", action="version", version=f"esopt {__version__}")
     sub = p.add_subparsers(dest="cmd", required=True)
     for name, (help_, description, add_arguments, handler) in COMMANDS.items():
-        s = sub.add_parser(name, help=help_, description=description)
+        s = sub.add_parser(name, help=help_, description=description, epilog=EXAMPLES.get(name),
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
         add_arguments(s)
-        s.set_defaults(func=handler)
+        s.set_defaults(func=handler, parser=s)
     return p
 
 

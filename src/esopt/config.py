@@ -7,6 +7,7 @@ and what is allowed.
 """
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 from typing import Any, Literal, Union
 
@@ -30,6 +31,9 @@ class ESConfig(Strict):
     episodes_per_member: int = Field(32, ge=1)
     sigma: Schedule = Schedule(start=2e-3, end=1e-3, schedule="cosine")
     alpha: Schedule = Schedule(start=2e-3, end=2e-3, schedule="constant")
+    # the generations sigma and alpha are scheduled over (0: es.generations); a run extended on resume
+    # keeps the plan it started with (set here then), so sigma never rises again unless asked
+    schedule_generations: int = Field(0, ge=0)
     shaping: Literal["zscore", "centered_rank", "none"] = "zscore"
     scope: Union[Literal["full", "all_linear"], list[str]] = "full"
     noise: Literal["gaussian", "table", "counter", "lowrank"] = "gaussian"
@@ -230,6 +234,15 @@ class Config(Strict):
     run: RunConfig = RunConfig()
     coevo: CoevoConfig = CoevoConfig()
 
+    @field_validator("model")
+    @classmethod
+    def _absolute_model_path(cls, value: str) -> str:
+        """A model given as a local folder or file is kept as an absolute path, so the run folder's
+        config names the same model from any directory (resume, eval, export); aliases and hub ids stay."""
+        path = Path(value).expanduser()
+        local = value.startswith((".", "~", "/")) or path.is_dir() or path.suffix == ".gguf"
+        return str(path.resolve()) if local and path.exists() else value
+
     @model_validator(mode="after")
     def _consistent(self):
         if self.algo == "grpo" and (self.grpo.temperature or self.agent.sampling.temperature) <= 0:
@@ -272,8 +285,14 @@ def _format_error(err: ValidationError) -> str:
     key = ".".join(loc)
     if e["type"] == "extra_forbidden":
         allowed = _allowed_keys(Config, loc[:-1])
-        return f"unknown config key '{key}'; allowed here: {', '.join(allowed)}"
+        close = difflib.get_close_matches(loc[-1], allowed, n=1, cutoff=0.6)
+        hint = f" (did you mean {'.'.join((*loc[:-1], close[0]))}?)" if close else ""
+        return f"unknown config key '{key}'{hint}; allowed here: {', '.join(allowed)}"
     got = e.get("input")
+    section = _allowed_keys(Config, loc) if e["type"] in ("model_type", "dict_type") else []
+    if section and not isinstance(got, dict):  # a section given one value: say which keys it has
+        return (f"'{key}' is a section, not a value (its keys: {', '.join(section)}): set one of them, "
+                f"e.g. {key}.{section[0]}={got}")
     return f"bad value for '{key}': {got!r} ({e['msg']})"
 
 
@@ -297,6 +316,10 @@ def parse_override(text: str) -> tuple[str, Any]:
     try:
         value = yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError as err:
+        inner = raw.strip()
+        if inner.startswith("[") and inner.endswith("]") and "[" not in inner[1:-1]:
+            # a flat list of plain words YAML cannot read (es.scope=[*.mlp.*]: * starts a YAML alias)
+            return key, [x.strip().strip("'\"") for x in inner[1:-1].split(",") if x.strip()]
         if raw.lstrip().startswith(("[", "{")):  # a list or mapping that does not parse: say so, naming the key
             problem = str(getattr(err, "problem", None) or err).splitlines()[0]
             raise ConfigError(f"override {key}={raw} is not a valid YAML list or mapping ({problem}); "
@@ -318,7 +341,8 @@ def read_config_tree(path: str | Path) -> dict:
     if not path.exists():
         raise ConfigError(f"config file {path} does not exist")
     try:
-        tree = yaml.safe_load(path.read_text()) or {}
+        with path.open(encoding="utf-8") as f:  # YAML's messages then name the file, not "<unicode string>"
+            tree = yaml.safe_load(f) or {}
     except yaml.YAMLError as err:
         raise ConfigError(f"config file {path} is not valid YAML: {err}") from None
     if not isinstance(tree, dict):

@@ -2,25 +2,32 @@
 line and the studies print them as one line (`esopt: error: ...`) and exit 2, without a traceback."""
 from __future__ import annotations
 
+import sys
+
+# (module, class): an error class whose module was never imported cannot have been raised, so
+# the check imports nothing (a config error stays one line within a second, without torch)
+_USER_ERRORS = (("esopt.utils.settings", "ConfigError"), ("esopt.es.perturb", "ScopeError"),
+                ("esopt.models.loading", "ModelError"), ("esopt.es.history", "RunFolderError"),
+                ("esopt.train.ray.errors", "ReplicaError"))
+
 
 def user_errors() -> tuple[type[BaseException], ...]:
-    from .train.ray.errors import ReplicaError
-    from .es.history import RunFolderError
-    from .es.perturb import ScopeError
-    from .models.loading import ModelError
-    from .utils.settings import ConfigError
-
-    return ConfigError, ScopeError, ModelError, RunFolderError, ReplicaError, OSError
+    found = [getattr(sys.modules[m], name) for m, name in _USER_ERRORS if m in sys.modules]
+    return (*found, OSError)
 
 
 def one_line(call, *args, **kwargs) -> int:
     """call(*args, **kwargs): its exit code (its return value if an int, else 0); a user error is
     printed as one line and gives 2."""
-    import sys
-
     try:
         result = call(*args, **kwargs)
         return result if isinstance(result, int) else 0
-    except user_errors() as err:
+    except Exception as err:
+        stopped = sys.modules.get("esopt.train.stop")
+        if stopped is not None and isinstance(err, stopped.Stopped):  # Ctrl-C / SIGTERM: what was kept, how to go on
+            print(err, file=sys.stderr, flush=True)
+            return 130
+        if not isinstance(err, user_errors()):
+            raise
         print(f"esopt: error: {err}", file=sys.stderr)
         return 2

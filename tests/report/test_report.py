@@ -208,3 +208,19 @@ def test_memory_is_plotted_where_recorded(finished, tmp_path):
     (run / "metrics.jsonl").write_text(plain)  # refreshed without memory: no stale plot stays behind
     write_report(run)
     assert not png.exists()
+
+
+def test_compare_warns_when_runs_play_other_tasks(esopt_cache, tmp_path, capsys):
+    """--compare of runs on different environments says so on the command line and on the page."""
+    from conftest import TINY_OVERRIDES
+
+    base = ["train", "configs/demo.yaml", *TINY_OVERRIDES, "es.generations=1", f"run.out_dir={tmp_path}"]
+    assert main(base + ["run.name=a"]) == 0
+    assert main(base + ["run.name=b", "env.options.blanks=3"]) == 0
+    capsys.readouterr()
+    assert main(["report", str(tmp_path / "a"), "--compare", str(tmp_path / "b")]) == 0
+    out = capsys.readouterr().out
+    assert "[esopt] warning: --compare: b plays another env setting than a" in out and "not comparable" in out
+    assert "plays another env setting" in (tmp_path / "a" / "report" / "report.html").read_text()
+    assert main(["report", str(tmp_path / "a"), "--compare", str(tmp_path / "a")]) == 0
+    assert "warning" not in capsys.readouterr().out

@@ -60,10 +60,27 @@ def write_report(run_dir, compare=(), out=None) -> Report:
         files[p.key] = png.name
         written.append(png)
     view = viewer(run)
+    warnings = mismatched(run, others, labels)
+    run.missing[:0] = warnings  # at the top of the page too
     html = page(run, plots, view, files, others, labels, cplots)
     atomic_write_bytes(out, html.encode("utf-8"))
     notes = run.missing + view.notes + [f"{lab}: {m}" for o, lab in zip(others, labels[1:]) for m in o.missing]
-    return Report(out, written, notes)
+    return Report(out, written, notes, warnings=warnings)
+
+
+def mismatched(run: RunData, others: list[RunData], labels: list[str]) -> list[str]:
+    """A line per compared run that plays another environment or task set than `run`."""
+    def setting(r):
+        return {"env": r.cfg("env"), "tasks": r.cfg("tasks")}
+
+    out = []
+    for other, label in zip(others, labels[1:]):
+        diff = [k for k, v in setting(other).items() if v != setting(run)[k]]
+        if diff:
+            out.append(f"--compare: {label} plays another {' and '.join(diff)} setting than {labels[0]} "
+                       f"({', '.join(f'{k}: {setting(other)[k]} vs {setting(run)[k]}' for k in diff)}); "
+                       "its curves are not comparable")
+    return out
 
 
 def refresh_report(run_dir, log=print) -> Path | None:

@@ -27,6 +27,7 @@ class Report:
     path: Path  # the HTML page
     pngs: list[Path] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # e.g. compared runs of another environment
 
 
 @dataclass

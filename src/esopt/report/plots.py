@@ -84,7 +84,7 @@ def heldout(run: RunData) -> Plot:
 
 
 def _planned(run: RunData, name: str) -> tuple[list[int], list[float]] | None:
-    s, total = run.cfg(f"es.{name}"), run.planned
+    s, total = run.cfg(f"es.{name}"), run.cfg("es.schedule_generations") or run.planned
     if not run.algorithm.schedules or not isinstance(s, dict) or not total or s.get("schedule", "cosine") not in SCHEDULES:
         return None
     try:

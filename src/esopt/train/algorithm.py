@@ -43,6 +43,22 @@ class Algorithm:
             raise ConfigError(f"--workers / --ray-address play ES members on Ray; the {self.title} baseline runs in "
                               "one process")
 
+    def check_overrides(self, overrides) -> None:
+        """Refuse (one line) another algorithm's budget key given without this one's: the run would
+        silently ignore it (--algo grpo es.generations=2 trains grpo.steps updates)."""
+        keys = {item.split("=", 1)[0].strip() for item in overrides}
+        if self.budget_key in keys:
+            return
+        for name in ALGORITHMS:
+            other = algorithm(name).budget_key
+            if other != self.budget_key and other in keys:
+                raise ConfigError(f"{other} does not set the length of an algo={self.name} run: give "
+                                  f"{self.budget_key}=N (the number of {self.unit})")
+
+    def extend(self, old, new, log=print) -> None:
+        """A resume with a larger budget than the run's (old: its config, new: with the overrides):
+        settle in `new` what the longer run keeps of the old plan (ES: its schedules)."""
+
     def trainer(self, cfg, run, runner=None, log=print, **options):
         """The object that trains: train(start) -> summary, resume() -> next update, evaluate(n)."""
         raise NotImplementedError

@@ -4,6 +4,8 @@ from __future__ import annotations
 import math
 import time
 
+from tqdm import tqdm
+
 from ..agent.rollout import AgentContext, rollout
 from ..envs.spec import resolve
 from ..models.policy import Sampling
@@ -74,7 +76,18 @@ def evaluate(policy, tasks, cfg, seed: int = 0, split: str = "heldout", context=
         raise ValueError(f"unknown task split {split!r}; allowed: heldout, validation")
     envs, ids, obs = getattr(tasks, split)()
     t0 = time.time()
-    episodes = [ep.to_json() for ep in run_episodes(policy, envs, ids, obs, cfg, seed, context=context)]
+    bar = tqdm(total=len(envs), desc=f"{'held-out' if split == 'heldout' else split} evaluation", unit="episode",
+               dynamic_ncols=True, mininterval=1.0, leave=False)
+
+    def progress(turn, done):  # episodes finished so far, with the bar's rate and ETA
+        bar.update(done - bar.n)
+        bar.set_postfix_str(f"turn {turn}", refresh=False)
+
+    try:
+        episodes = [ep.to_json() for ep in run_episodes(policy, envs, ids, obs, cfg, seed, on_turn=progress,
+                                                        context=context)]
+    finally:
+        bar.close()
     stats = summarize(episodes)
     stats["seconds"] = time.time() - t0
     return stats, episodes

@@ -12,6 +12,8 @@ from __future__ import annotations
 import time
 from typing import Callable
 
+from . import stop
+
 
 def training_seconds(stats: dict) -> float:
     """Seconds of one update: the sum of its time_* figures (what `esopt bench` reports as training time)."""
@@ -28,7 +30,8 @@ def spent_before(run, start: int) -> float:
 def train_loop(trainer, start: int, total: int, bar, describe: Callable[[int, dict, float], str],
                checkpoint: Callable[[int], None] | None = None, checkpoint_every: int = 0) -> dict:
     """Run trainer.generation(t, bar) for t in [start, total) (fewer under run.budget_seconds);
-    returns trainer.finish(evals), whose last key is the number of updates made.
+    returns trainer.finish(evals), whose last key is the number of updates made. A stop asked for
+    (train/stop.py) ends the loop before an update with stop.Stopped(updates done).
 
     describe(t, stats, seconds) is the log line of one update; checkpoint(done) is
     called every `checkpoint_every` updates and after the last one.
@@ -37,11 +40,18 @@ def train_loop(trainer, start: int, total: int, bar, describe: Callable[[int, di
     budget = trainer.cfg.run.budget_seconds
     spent = spent_before(trainer.run, start) if budget is not None else 0.0
     evals = {}
-    if start == 0 and trainer.cfg.eval.at_start:
-        evals[0] = trainer.evaluate(0, boundary=True)
+    log = trainer.log
+    if log is print:  # lines printed while the bar is drawn go above it, not glued onto it
+        trainer.log = bar.write
     last = start
     try:
+        if start == 0 and trainer.cfg.eval.at_start:
+            evals[0] = trainer.evaluate(0, boundary=True)
         for t in range(start, total):
+            if stop.requested():  # a safe point: every update before t is recorded
+                if checkpoint is not None and t > start:
+                    checkpoint(t)
+                raise stop.Stopped(t)
             if budget is not None and spent >= budget:
                 break
             t0 = time.time()
@@ -60,6 +70,7 @@ def train_loop(trainer, start: int, total: int, bar, describe: Callable[[int, di
                     evals[done] = trainer.evaluate(done, boundary=False)
     finally:
         bar.close()
+        trainer.log = log
     if checkpoint is not None:
         checkpoint(last)
     evals[last] = trainer.evaluate(last, boundary=True)

@@ -11,7 +11,7 @@ from ..es.history import RunFolderError
 from .algorithm import algorithm
 
 
-def _get(cfg, dotted: str):
+def get_key(cfg, dotted: str):
     node = cfg
     for part in dotted.split("."):
         node = getattr(node, part)
@@ -29,11 +29,12 @@ def check_resume(run, new, algo=None) -> None:
     old = run.load_config()
     algo = algo or algorithm(old.algo)
     for key in algo.frozen:
-        if _get(old, key) != _get(new, key):
-            raise RunFolderError(f"{key} cannot change on resume ({_get(old, key)!r} in {run.path}, {_get(new, key)!r} "
-                                 f"given): the {algo.record} was made with it; start a new run for other settings")
+        if get_key(old, key) != get_key(new, key):
+            raise RunFolderError(f"{key} cannot change on resume ({get_key(old, key)!r} in {run.path}, "
+                                 f"{get_key(new, key)!r} given): the {algo.record} was made with it; start a new run "
+                                 "for other settings")
     done = algo.done(run, old)
     key = algo.budget_key
-    if _get(new, key) < done:
-        raise RunFolderError(f"{key}={_get(new, key)} is fewer than the {done} already done in {run.path}; to "
+    if get_key(new, key) < done:
+        raise RunFolderError(f"{key}={get_key(new, key)} is fewer than the {done} already done in {run.path}; to "
                              f"evaluate earlier weights use `esopt eval --run` on a copy, or keep {key} >= {done}")

@@ -32,7 +32,11 @@ class RunDir:
         if holds_run(path):
             raise FileExistsError(f"run folder {path} already holds a run: use --resume {path} or another run.name")
         run = cls(path)
-        run.trajectories.mkdir(parents=True, exist_ok=True)
+        try:
+            run.trajectories.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise RunFolderError(f"run.out_dir={cfg.run.out_dir}: cannot create the run folder {path} "
+                                 f"({err.strerror or err}); choose a writable folder") from None
         run.lock()  # before the config: a second writer of the same name must not overwrite it
         if holds_run(path):  # another writer finished a generation between the check and the lock
             run.unlock()

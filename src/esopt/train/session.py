@@ -16,8 +16,9 @@ from ..es.history import RunFolderError, atomic_write_text
 from ..utils.settings import ConfigError
 from .algorithm import Algorithm, algorithm
 from .preflight import check_run_config
-from .resume_check import check_resume
+from .resume_check import check_resume, get_key
 from .rundir import RunDir, env_slug
+from .stop import Stopped, stop_on_signals
 
 
 @dataclass
@@ -54,11 +55,14 @@ def start(cfg: Config, runner=None, log=print, **options) -> Session:
     return Session(run, cfg, algo, trainer, 0)
 
 
-def resume(path: str | Path, overrides=(), algo_name: str | None = None, runner=None) -> Session:
+def resume(path: str | Path, overrides=(), algo_name: str | None = None, runner=None, strict: bool = False) -> Session:
     """The run at `path` continued: overrides checked against what its record fixes, its record
     replayed and verified under the writer lock; overrides given are kept in its config.yaml."""
     run = RunDir(Path(path))
     cfg = run.load_config(list(overrides))
+    if strict:
+        algorithm(cfg.algo).check_overrides(overrides)
+    algorithm(cfg.algo).extend(run.load_config(), cfg)
     if algo_name and algo_name != cfg.algo:
         raise ConfigError(f"{path} is a {cfg.algo} run; --algo {algo_name} cannot resume it")
     algo = algorithm(cfg.algo)
@@ -79,6 +83,36 @@ def resume(path: str | Path, overrides=(), algo_name: str | None = None, runner=
     return Session(run, cfg, algo, trainer, begin)
 
 
+def finished(path: str | Path, overrides=(), log=print) -> dict | None:
+    """The summary of the run at `path` if it is finished and the overrides ask for no more updates
+    (nothing is loaded, evaluated or written then), else None."""
+    run = RunDir(Path(path))
+    if not (run.path / "summary.json").exists() or not run.config_path.exists():
+        return None
+    cfg = run.load_config(list(overrides))
+    algo = algorithm(cfg.algo)
+    if not algo.resumable:
+        return None  # resume says why it cannot
+    check_resume(run, cfg, algo)  # an override that would change the record is refused all the same
+    done, budget = algo.done(run, cfg), get_key(cfg, algo.budget_key)
+    if done != budget:
+        return None
+    log(f"[esopt] {run.path} is finished: {done} of {budget} {algo.unit} done, nothing to do (nothing changed). "
+        f"To train further: esopt train --resume {run.path} {algo.budget_key}={budget + max(1, budget // 2)}")
+    import json
+
+    return json.loads((run.path / "summary.json").read_text())
+
+
+def stopped_line(session: Session, how: str) -> Stopped:
+    """The one line a stopped run ends with: what its record keeps and the exact resume command."""
+    algo, run = session.algo, session.run
+    done = algo.done(run, session.cfg)
+    total = get_key(session.cfg, algo.budget_key)
+    return Stopped(f"[esopt] stopped {how}: {run.path} keeps {done} of {total} {algo.unit} (its {algo.record}); "
+                   f"continue with: esopt train --resume {run.path}")
+
+
 def remove_if_empty(run: RunDir) -> None:
     """Delete a run folder created by this process that holds nothing but its config and empty folders."""
     run.unlock()
@@ -87,28 +121,44 @@ def remove_if_empty(run: RunDir) -> None:
         shutil.rmtree(run.path, ignore_errors=True)
 
 
-def train(config: str | Path | None = None, overrides=(), *, resume_dir: str | Path | None = None,
+def train(config: str | Path | Config | None = None, overrides=(), *, resume_dir: str | Path | None = None,
           algo_name: str | None = None, workers: int | None = None, address: str | None = None,
-          **options) -> dict:
-    """Check, start (from config + overrides) or resume (resume_dir + overrides), train, release.
-    Returns the run's summary. Every check that needs no model runs before anything is written."""
+          strict: bool = False, **options) -> dict:
+    """Check, start (from config + overrides, or a Config) or resume (resume_dir + overrides), train,
+    release. Returns the run's summary. Every check that needs no model runs before anything is written.
+    strict (the command line): an override of settings the run's algorithm never reads is refused."""
     on_ray = workers is not None or address is not None
     if resume_dir is None:
-        cfg = load_config(config, list(overrides) + ([f"algo={algo_name}"] if algo_name else []))
+        cfg = config if isinstance(config, Config) else load_config(
+            config, list(overrides) + ([f"algo={algo_name}"] if algo_name else []))
         check_run_config(cfg, device=not on_ray)  # on Ray the workers' devices are checked there
         algorithm(cfg.algo).check(cfg, on_ray=on_ray)
+        if strict:
+            algorithm(cfg.algo).check_overrides(overrides)
     elif config is not None:
         raise ConfigError("a resumed run takes its own config; pass no config file with --resume")
+    else:
+        summary = finished(resume_dir, overrides)
+        if summary is not None:
+            return summary
     runner = session = None
     try:
         runner = make_runner(workers, address)
-        session = (resume(resume_dir, overrides, algo_name, runner) if resume_dir is not None
+        session = (resume(resume_dir, overrides, algo_name, runner, strict) if resume_dir is not None
                    else start(cfg, runner, **options))
         try:
-            return session.trainer.train(session.start)
+            with stop_on_signals():
+                return session.trainer.train(session.start)
+        except (Stopped, KeyboardInterrupt) as err:
+            raise stopped_line(session, "now" if isinstance(err, KeyboardInterrupt) else "at a safe point") from None
         except OSError as err:  # a full or read-only disk: what was written stays (the record is written atomically)
-            raise RunFolderError(f"training stopped: {err}. The run's {session.algo.record} is intact; once the disk "
-                                 f"has room (or is writable) continue with: esopt train --resume {session.run.path}") from None
+            raise RunFolderError(f"training stopped: {err}. The run's {session.algo.record} is intact; once the "
+                                 f"disk has room (or is writable) continue with: esopt train --resume "
+                                 f"{session.run.path}") from None
+    except KeyboardInterrupt:
+        if session is not None:
+            raise
+        raise Stopped("[esopt] stopped before training began: nothing to keep") from None
     finally:
         if runner is not None:
             runner.close()  # stops the Ray workers (and the Ray instance esopt started)

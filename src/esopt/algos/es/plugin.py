@@ -34,6 +34,15 @@ class ES(Algorithm):
 
             check_proposer(cfg.coevo.proposer)
 
+    def extend(self, old, new, log=print) -> None:
+        """More generations than the run started with: the schedules keep the plan they were following
+        (the added generations use the end values) unless es.schedule_generations says otherwise."""
+        if new.es.generations > old.es.generations and not new.es.schedule_generations:
+            new.es.schedule_generations = old.es.schedule_generations or old.es.generations
+            log(f"[esopt] extending to {new.es.generations} generations: sigma and alpha keep their "
+                f"{new.es.schedule_generations}-generation schedules (later generations use the end values); to "
+                f"stretch them instead, add es.schedule_generations={new.es.generations}")
+
     def trainer(self, cfg, run, runner=None, log=print, **options):
         from .trainer import Trainer
 

@@ -35,7 +35,8 @@ def es_step(cfg: Config, perturber, moves_weights: bool = True) -> ESStep:
     """The run's ES step: its strategy (seeded by the run seed) over es.generations."""
     es = cfg.es
     strategy = Strategy(es.population, derive_seed("strategy", cfg.run.seed), es.antithetic, es.shaping)
-    return ESStep(strategy, perturber.stream_keys, es.sigma, es.alpha, es.generations, moves_weights)
+    return ESStep(strategy, perturber.stream_keys, es.sigma, es.alpha, es.schedule_generations or es.generations,
+                  moves_weights)
 
 
 class Trainer(ModelReplica):

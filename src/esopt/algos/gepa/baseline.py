@@ -237,7 +237,8 @@ class GepaBaseline:
 def skill_md(ctx: AgentContext, idx: int, n: int, score: float) -> str:
     return skill_file("esopt-gepa-context", f"The context GEPA chose (candidate {idx} of {n}, validation score "
                       f"{score:.4f})", ctx.system_prompt,
-                      [(f"example {i} ({m.get('role', 'user')})", m.get("content", "")) for i, m in enumerate(ctx.examples)])
+                      [(f"example {i} ({m.get('role', 'user')})", m.get("content", ""))
+                       for i, m in enumerate(ctx.examples)])
 
 
 def _version() -> str:
