@@ -204,3 +204,15 @@ def test_full_history_generation_same_with_kv_reuse(tiny_cfg, noise):
                        weights_hash(tr.model))
     assert runs["auto"] == runs["off"]
     assert max(len(r) for _, r in runs["off"][0]) == 3  # multi-turn episodes (the test can fail)
+
+
+def test_the_kernels_one_off_load_is_its_own_phase(tiny_cfg):
+    """Table noise runs fused numba kernels: their load (or compile) is timed apart, once per process,
+    not counted as the first member's perturbation (the report shows it as its own phase)."""
+    from esopt.algos.es.trainer import Trainer
+    from esopt.train.rundir import RunDir
+
+    cfg = tiny_cfg("run.name=kernels", "es.noise=table", "es.table_size=4194304")
+    tr = Trainer(cfg, RunDir.create(cfg), log=lambda *a: None)
+    first, second = tr.generation(0), tr.generation(1)
+    assert first["time_kernels"] > 0 and "time_kernels" not in second

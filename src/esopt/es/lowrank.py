@@ -61,6 +61,10 @@ class LowRankPerturber:
             self.numel += self.others.numel
         self._cache_key, self._cache = None, []
 
+    def prepare(self) -> float:
+        """The fused kernels of the other tensors (es.lowrank_others=full), loaded now; their seconds."""
+        return self.others.prepare() if self.others is not None else 0.0
+
     @property
     def play_mode(self) -> str:
         """How members are played: "rows", many members as rows of one batch (side terms only), or

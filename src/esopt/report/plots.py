@@ -13,7 +13,7 @@ from .figure import Plot, _figure, _int_ticks, _png
 from .load import RunData
 
 PHASES = {"time_rollout": "rollout (generation)", "time_perturb": "perturbation", "time_restore": "restore",
-          "time_update": "update", "time_hash": "weights hash"}
+          "time_update": "update", "time_hash": "weights hash", "time_kernels": "noise kernels (once per process)"}
 MEMORY_KEY = re.compile(r"(mem|rss)", re.I)
 
 

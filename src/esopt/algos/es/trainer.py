@@ -52,6 +52,7 @@ class Trainer(ModelReplica):
             start_from(run, model)  # a run begun from another run's weights (esopt adapt --from): those first
         ModelReplica.__init__(self, cfg, model, tokenizer, log)  # policy, perturber, tasks, rollout_fn
         self.warn_precision()
+        self.setup_times = {"kernels": self.perturber.prepare()}  # one-off: the first generation's own phase
         # coevo.mode context/both: each member also plays a sampled context, a component of the ES step
         # (algos/es/coevo/component.py); context: the weights are neither perturbed nor updated
         self.context = context_component(cfg, log)
@@ -107,6 +108,8 @@ class Trainer(ModelReplica):
         members = self.step.ask(t)
         contexts = self.context.ask(t, members)  # one per member (coevo), else None: the agent's own
         times = {"perturb": 0.0, "rollout": 0.0, "restore": 0.0}
+        times.update({k: v for k, v in self.setup_times.items() if v})  # once per process
+        self.setup_times = {}
         played = self.runner.play(members, sigma, t, times, bar, contexts=contexts)  # here, or on Ray workers
         rewards, traj = played.rewards, played.traj
         # the update, here and on every replica; a replica whose weights hash differs stops the run
