@@ -6,6 +6,7 @@ The command line and the studies (benchmarks, esopt adapt) launch runs through `
 """
 from __future__ import annotations
 
+import json
 import shutil
 import time
 from dataclasses import dataclass
@@ -55,7 +56,8 @@ def start(cfg: Config, runner=None, log=print, **options) -> Session:
     return Session(run, cfg, algo, trainer, 0)
 
 
-def resume(path: str | Path, overrides=(), algo_name: str | None = None, runner=None, strict: bool = False) -> Session:
+def resume(path: str | Path, overrides=(), algo_name: str | None = None, runner=None,
+           strict: bool = False) -> Session:
     """The run at `path` continued: overrides checked against what its record fixes, its record
     replayed and verified under the writer lock; overrides given are kept in its config.yaml."""
     run = RunDir(Path(path))
@@ -99,8 +101,6 @@ def finished(path: str | Path, overrides=(), log=print) -> dict | None:
         return None
     log(f"[esopt] {run.path} is finished: {done} of {budget} {algo.unit} done, nothing to do (nothing changed). "
         f"To train further: esopt train --resume {run.path} {algo.budget_key}={budget + max(1, budget // 2)}")
-    import json
-
     return json.loads((run.path / "summary.json").read_text())
 
 
@@ -126,7 +126,7 @@ def train(config: str | Path | Config | None = None, overrides=(), *, resume_dir
           strict: bool = False, **options) -> dict:
     """Check, start (from config + overrides, or a Config) or resume (resume_dir + overrides), train,
     release. Returns the run's summary. Every check that needs no model runs before anything is written.
-    strict (the command line): an override of settings the run's algorithm never reads is refused."""
+    strict (the command line): another algorithm's budget key given without this one's is refused."""
     on_ray = workers is not None or address is not None
     if resume_dir is None:
         cfg = config if isinstance(config, Config) else load_config(
