@@ -93,11 +93,12 @@ class History:
     def __len__(self) -> int:
         return len(self.records)
 
-    def replay(self, perturber, upto: int | None = None) -> int:
+    def replay(self, perturber, upto: int | None = None, on_generation=None) -> int:
         """Apply the recorded updates to the base weights behind `perturber`, verified by hash.
 
         The weights must hash to the run's recorded base weights before, and to the
         last replayed generation's recorded hash after; returns the generations replayed.
+        on_generation(done, total), if given, is called after each generation (progress).
         """
         from .perturb import weights_hash
 
@@ -105,8 +106,10 @@ class History:
         if base is not None and weights_hash(perturber.model) != base:
             raise RuntimeError(f"the loaded model is not the base model of this run (weights hash differs from {base[:12]})")
         records = self.records[:upto]
-        for rec in records:
+        for k, rec in enumerate(records):
             perturber.apply_update(rec["seeds"], rec["coefficients"], rec["alpha"], rec["population"])
+            if on_generation is not None:
+                on_generation(k + 1, len(records))
         if records:
             got, want = weights_hash(perturber.model), records[-1]["weights_hash"]
             if got != want:

@@ -47,3 +47,16 @@ def usable_device(device: str) -> str:
     except ConfigError:
         print(f"[esopt] the run used runtime.device={device}, not available here: loading it on the CPU", flush=True)
         return "cpu"
+
+
+def replay(history, perturber, upto: int | None = None) -> int:
+    """history.replay with a progress bar (generations replayed, rate and ETA) when there are several."""
+    from tqdm import tqdm
+
+    total = len(history.records[:upto])
+    bar = tqdm(total=total, desc="replaying the history", unit="generation", dynamic_ncols=True, mininterval=1.0,
+               leave=False, disable=total < 2)
+    try:
+        return history.replay(perturber, upto, on_generation=lambda done, total: bar.update(1))
+    finally:
+        bar.close()

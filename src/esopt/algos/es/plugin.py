@@ -66,10 +66,10 @@ class ES(Algorithm):
 
     def load_weights(self, run, cfg, model, upto: int | None = None) -> int:
         from ...es.build import make_perturber
-        from ...train.weights import start_from
+        from ...train.weights import replay, start_from
 
         start_from(run, model)
-        return run.history().replay(make_perturber(model, cfg.es), upto=upto)
+        return replay(run.history(), make_perturber(model, cfg.es), upto=upto)
 
     def final_context(self, run, cfg, upto: int):
         from ...agent.rollout import AgentContext

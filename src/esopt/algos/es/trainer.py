@@ -25,7 +25,7 @@ from ...train.rundir import RunDir
 from ...train.runner import LocalRunner, MemberRunner
 from ...report import refresh_report
 from ...train.summary import finish_run, record_eval
-from ...train.weights import start_from
+from ...train.weights import replay, start_from
 from ...utils.seeding import derive_seed
 from ...utils.threads import set_threads
 from .coevo.component import context_component
@@ -82,7 +82,7 @@ class Trainer(ModelReplica):
         """Replay the history onto the freshly loaded base weights; returns the next generation."""
         t0 = time.time()
         self.context.check_resume(self.history.meta, self.history.path)
-        done = self.history.replay(self.perturber)
+        done = replay(self.history, self.perturber)
         self.context.replay(self.history.records[:done])
         if done:
             self.log(f"[esopt] resumed {self.run.path}: replayed {done} generations in {time.time() - t0:.1f}s, "
