@@ -77,7 +77,7 @@ class EnvConfig(Strict):
     esopt.envs.spec). Keys of an env's options written directly under env (env.size=9, as configs
     before env.options did) are read as env.options keys."""
 
-    # a registered env (sudoku, browsergym, gem, reasoning-gym, dataset), an esopt.envs entry point,
+    # a registered env (sudoku, browsergym, gem, reasoning-gym, dataset, vowels), an esopt.envs entry point,
     # or package.module:attr (an EnvSpec, a TextEnv class or a factory; docs/envs.md)
     id: str = "sudoku"
     # turn limit of an episode: the rollout truncates there (none: the env's default, e.g. sudoku 3 x blanks)
