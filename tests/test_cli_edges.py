@@ -36,6 +36,8 @@ def test_version_and_an_example_in_every_commands_help(capsys):
     ("es.sigma=0.01", "'es.sigma' is a section, not a value (its keys: start, end, schedule, warmup): set one "
                       "of them, e.g. es.sigma.start=0.01"),
     ("run.out_dir=/proc/esopt-nope", "run.out_dir=/proc/esopt-nope: cannot create the run folder"),
+    ("es.scope=attn", "unknown es.scope 'attn': full, all_linear, norms, attention, mlp, last:N"),
+    ("log.wandb=yes", "'log.wandb'"),
 ])
 def test_config_mistakes_are_one_line_naming_the_key(esopt_cache, capsys, override, message):
     assert main(["train", "configs/demo.yaml", "model=tiny-llama", override]) == 2

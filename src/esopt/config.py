@@ -35,8 +35,19 @@ class ESConfig(Strict):
     # keeps the plan it started with (set here then), so sigma never rises again unless asked
     schedule_generations: int = Field(0, ge=0)
     shaping: Literal["zscore", "centered_rank", "none"] = "zscore"
-    scope: Union[Literal["full", "all_linear"], list[str]] = "full"
+    # what ES moves: full, all_linear, a preset for parameter-efficient ES (norms, attention, mlp, last:N),
+    # or a list of glob patterns over parameter names (es/perturb.py select_parameters)
+    scope: Union[str, list[str]] = "full"
     noise: Literal["gaussian", "table", "counter", "lowrank"] = "gaussian"
+
+    @field_validator("scope")
+    @classmethod
+    def _scope(cls, v):
+        if isinstance(v, str) and v not in ("full", "all_linear", "norms", "attention", "mlp") and not (
+                v.startswith("last:") and v[5:].isdigit() and int(v[5:]) >= 1):
+            raise ValueError(f"unknown es.scope {v!r}: full, all_linear, norms, attention, mlp, last:N (the last N "
+                             "blocks), or a list of parameter name patterns like ['*.mlp.*']")
+        return v
     table_size: int = Field(1 << 25, ge=1 << 22)  # floats in the shared noise table (es.noise=table)
     rank: int = Field(1, ge=1)  # rank of A B^T per linear weight (es.noise=lowrank)
     # es.noise=lowrank: in-scope tensors that are not linear weights (norms, embeddings, biases):
@@ -172,6 +183,21 @@ class RunConfig(Strict):
     budget_seconds: float | None = Field(None, gt=0)
 
 
+class LogConfig(Strict):
+    """Where a run's metrics go besides RUN/metrics.jsonl (train/sinks.py)."""
+    tensorboard: bool = True  # scalars under RUN/tb (needs the tensorboard package; skipped without it)
+    # Weights & Biases (the `wandb` extra): online streams to the server; offline writes RUN/wandb/ with no
+    # network, to upload later with `wandb sync RUN/wandb/offline-run-*`
+    wandb: Literal["off", "online", "offline"] = "off"
+    wandb_project: str = Field("esopt", min_length=1)
+    wandb_entity: str | None = None  # team or user (none: the account's default)
+
+    @field_validator("wandb", mode="before")
+    @classmethod
+    def _yaml_off(cls, v):  # YAML reads a bare `off` as false
+        return "off" if v is False else v
+
+
 class SkillEntry(Strict):
     name: str
     text: str
@@ -232,6 +258,7 @@ class Config(Strict):
     agent: AgentConfig = AgentConfig()
     eval: EvalConfig = EvalConfig()
     run: RunConfig = RunConfig()
+    log: LogConfig = LogConfig()
     coevo: CoevoConfig = CoevoConfig()
 
     @field_validator("model")

@@ -183,6 +183,29 @@ def test_scopes(tiny_model):
         select_parameters(tiny_model, "most")
 
 
+def test_scope_presets_select_their_part_of_the_model(tiny_model):
+    def chosen(scope):
+        return [n for n, _ in select_parameters(tiny_model, scope)]
+
+    full = chosen("full")
+    assert chosen("norms") == [n for n in full if "norm" in n]  # tiny-llama has no biases
+    attention = chosen("attention")
+    assert attention == [n for n in full if ".self_attn." in n] and len(attention) == 8
+    assert chosen("mlp") == [n for n in full if ".mlp." in n] == chosen(["*.mlp.*"])
+    assert chosen("last:1") == [n for n in full if n.startswith("model.layers.1.") or n == "model.norm.weight"]
+    assert chosen("last:2") == [n for n in full if ".layers." in n or n == "model.norm.weight"]
+    assert chosen("last:9") == chosen("last:2")  # more blocks than the model has: all of them
+    with pytest.raises(ValueError, match="unknown parameter scope"):
+        select_parameters(tiny_model, "last:x")
+
+
+def test_scope_presets_move_only_their_parameters(tiny_model):
+    before = {n: p.detach().clone() for n, p in tiny_model.named_parameters()}
+    Perturber(tiny_model, scope="norms").apply_update([5, 6], [1.0, -0.5], 0.05, 2)
+    moved = {n for n, p in tiny_model.named_parameters() if not torch.equal(p, before[n])}
+    assert moved == {n for n in before if "norm" in n}
+
+
 def test_weights_hash_changes_with_one_bit(tiny_model):
     h = weights_hash(tiny_model)
     p = next(tiny_model.parameters())

@@ -41,36 +41,65 @@ def bits_differ(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = Non
     ints = _BITS[a.dtype]
     return torch.ne(a.view(ints), b.view(ints), out=out)
 
-SCOPES = ("full", "all_linear")
+# es.scope presets (docs/config.md): parameter-efficient ES moves a named part of the model
+SCOPES = ("full", "all_linear", "norms", "attention", "mlp", "last:N")
 
 
 def select_parameters(model: nn.Module, scope: str | list[str] = "full") -> list[tuple[str, torch.Tensor]]:
-    """Parameters ES perturbs and updates, in a fixed order.
+    """Parameters ES perturbs and updates, in a fixed order (the model's own).
 
-    full: every parameter; all_linear: weights and biases of nn.Linear layers
-    except the output head; a list of glob patterns: parameters whose name
+    full: every parameter; all_linear: weights and biases of nn.Linear layers except the output
+    head; norms: the weights of normalisation layers and every bias; attention: the parameters of
+    the attention blocks; mlp: those of the feed-forward blocks; last:N: every parameter of the last
+    N transformer blocks (and the final norm); a list of glob patterns: parameters whose name
     matches any of them. Tied parameters are visited once.
     """
     named = list(model.named_parameters())  # deduplicates tied weights
     if isinstance(scope, str):
-        if scope == "full":
-            chosen = named
-        elif scope == "all_linear":
-            linear_ids = {
-                id(p)
-                for mod_name, mod in model.named_modules()
-                if isinstance(mod, nn.Linear) and not mod_name.endswith("lm_head")
-                for p in mod.parameters(recurse=False)
-            }
-            chosen = [(n, p) for n, p in named if id(p) in linear_ids]
-        else:
-            raise ValueError(f"unknown parameter scope {scope!r}; allowed: {', '.join(SCOPES)} or a list of name patterns")
+        chosen = _preset(model, named, scope)
     else:
         patterns = list(scope)
         chosen = [(n, p) for n, p in named if any(fnmatch.fnmatchcase(n, pat) for pat in patterns)]
     if not chosen:
         raise ScopeError(f"es.scope {scope!r} selects no parameters of this model")
     return chosen
+
+
+def _owned_by(model: nn.Module, keep) -> set[int]:
+    """ids of the parameters directly owned by modules for which keep(name, module) holds."""
+    return {id(p) for mod_name, mod in model.named_modules() if keep(mod_name, mod)
+            for p in mod.parameters(recurse=False)}
+
+
+def _blocks(model: nn.Module) -> tuple[str, int]:
+    """The transformer blocks: the name of the model's longest nn.ModuleList and its length."""
+    lists = [(len(m), name) for name, m in model.named_modules() if isinstance(m, nn.ModuleList)]
+    if not lists:
+        raise ScopeError("es.scope last:N needs a model whose blocks sit in an nn.ModuleList")
+    n, name = max(lists)
+    return name, n
+
+
+def _preset(model: nn.Module, named, scope: str):
+    if scope == "full":
+        return named
+    if scope == "all_linear":
+        ids = _owned_by(model, lambda n, m: isinstance(m, nn.Linear) and not n.endswith("lm_head"))
+    elif scope == "norms":
+        ids = _owned_by(model, lambda n, m: "norm" in type(m).__name__.lower())
+        ids |= {id(p) for n, p in named if n.rpartition(".")[2] == "bias"}
+    elif scope in ("attention", "mlp"):
+        key = ("attn", "attention") if scope == "attention" else ("mlp", "feed_forward", "ffn")
+        # a module path part naming the block (self_attn, attention, mlp, ...); not post_attention_layernorm
+        ids = _owned_by(model, lambda n, m: any(k in part and "norm" not in part for part in n.split(".") for k in key))
+    elif scope.startswith("last:") and scope[5:].isdigit() and int(scope[5:]) >= 1:
+        blocks, total = _blocks(model)
+        keep = {f"{blocks}.{i}" for i in range(max(0, total - int(scope[5:])), total)}
+        ids = _owned_by(model, lambda n, m: any(n == b or n.startswith(b + ".") for b in keep)
+                        or (n.count(".") <= 1 and "norm" in type(m).__name__.lower()))
+    else:
+        raise ValueError(f"unknown parameter scope {scope!r}; allowed: {', '.join(SCOPES)} or a list of name patterns")
+    return [(n, p) for n, p in named if id(p) in ids]
 
 
 def merge_seeds(seeds: Iterable[int], coefficients: Iterable[float]) -> dict[int, float]:

@@ -42,9 +42,13 @@ def check_run_config(cfg, device: bool = True) -> None:
     not runtime.device, which Ray workers use on their own machines)."""
     from ..models.loading import check_model_name
     from .algorithm import algorithm
+    from .sinks import wandb_missing
 
     check_env(cfg.env, cfg.tasks)
     if device:
         check_device(cfg.runtime.device)
     check_model_name(cfg.model)
+    missing = wandb_missing(cfg.log.wandb)
+    if missing:
+        raise ConfigError(missing)
     algorithm(cfg.algo).check(cfg)  # the algorithm's own settings (ES: the context search's library)

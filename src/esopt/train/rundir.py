@@ -1,4 +1,4 @@
-"""The run folder: config, history, metrics JSONL, TensorBoard scalars, trajectories."""
+"""The run folder: config, history, metrics JSONL (and the sinks of cfg.log: TensorBoard, W&B), trajectories."""
 from __future__ import annotations
 
 import fcntl
@@ -23,7 +23,8 @@ class RunDir:
     def __init__(self, path: Path):
         self.path = Path(path)
         self.trajectories = self.path / "trajectories"
-        self._tb = None
+        self._sinks = None  # opened on the first record (train/sinks.py)
+        self._cfg = None  # the config whose log settings choose the sinks (none: TensorBoard only)
 
     @classmethod
     def create(cls, cfg: Config) -> "RunDir":
@@ -42,7 +43,12 @@ class RunDir:
             run.unlock()
             raise FileExistsError(f"run folder {path} already holds a run: use --resume {path} or another run.name")
         atomic_write_text(path / "config.yaml", dump_config(cfg))
+        run.use_config(cfg)
         return run
+
+    def use_config(self, cfg: Config) -> None:
+        """The config this process runs under: its log section chooses where records go besides metrics.jsonl."""
+        self._cfg = cfg
 
     # ------------------------------------------------------------------ one writer
     def lock(self) -> None:
@@ -95,13 +101,8 @@ class RunDir:
                 if f.read(1) != b"\n":  # a torn last line (full disk, kill mid-write) stays a line of its own
                     f.write(b"\n")
             f.write((json.dumps(record) + "\n").encode())
-        tb = self.tensorboard()
-        if tb is not None:
-            step = record.get("generation", 0)
-            for k, v in record.items():
-                if isinstance(v, (int, float)) and k not in ("time", "generation"):
-                    tb.add_scalar(f"{record.get('kind', 'train')}/{k}", v, step)
-            tb.flush()
+        for sink in self.sinks():
+            sink.log(record)
 
     def metrics(self) -> list[dict]:
         return _read_jsonl(self.path / "metrics.jsonl")
@@ -112,15 +113,12 @@ class RunDir:
                 or (m.get("kind") == "eval" and m.get("generation", 0) <= generations_done)]
         atomic_write_text(self.path / "metrics.jsonl", "".join(json.dumps(m) + "\n" for m in keep))
 
-    def tensorboard(self):
-        if self._tb is None:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-            except ImportError:  # tensorboard is optional at run time
-                self._tb = False
-                return None
-            self._tb = SummaryWriter(str(self.path / "tb"))
-        return self._tb or None
+    def sinks(self) -> list:
+        if self._sinks is None:
+            from .sinks import open_sinks
+
+            self._sinks = open_sinks(self.path, self._cfg or Config())
+        return self._sinks
 
     def write_trajectories(self, name: str, rows: list[dict]) -> None:
         self.trajectories.mkdir(parents=True, exist_ok=True)
@@ -133,8 +131,9 @@ class RunDir:
         atomic_write_text(self.path / name, json.dumps(data, indent=1))
 
     def close(self) -> None:
-        if self._tb:
-            self._tb.close()
+        for sink in self._sinks or ():
+            sink.close()
+        self._sinks = None
         self.unlock()
 
 

@@ -73,6 +73,7 @@ def resume(path: str | Path, overrides=(), algo_name: str | None = None, runner=
     algo.check(cfg, on_ray=runner is not None)
     check_run_config(cfg, device=runner is None)
     run.lock()
+    run.use_config(cfg)
     try:
         check_resume(run, cfg, algo)  # under the lock: what is done cannot change while we check
         trainer = algo.trainer(cfg, run, runner=runner)
@@ -163,4 +164,4 @@ def train(config: str | Path | Config | None = None, overrides=(), *, resume_dir
         if runner is not None:
             runner.close()  # stops the Ray workers (and the Ray instance esopt started)
         if session is not None:
-            session.run.unlock()  # the process ending releases it too; this is for callers in the same process
+            session.run.close()  # flushes the sinks and releases the lock (the process ending releases it too)

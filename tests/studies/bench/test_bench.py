@@ -27,8 +27,13 @@ def test_perturb_bench_runs_and_reports(esopt_cache, tmp_path, capsys):
     data = json.loads(out.read_text())
     assert data["results"] == res and res["perturb_restore_over_axpy"] > 0
     assert len(data["seconds"]["table"]) == 2
-    lines = capsys.readouterr().out.strip().splitlines()
+    captured = capsys.readouterr()
+    lines = captured.out.strip().splitlines()
     assert lines[-1].startswith("RESULT perturb_restore_over_axpy=")
+    # a line per round (the warm-up round included) on stderr
+    progress = [line for line in captured.err.splitlines() if line.startswith("[bench perturb]")]
+    assert [line.split(" (")[0] for line in progress[:3]] == [f"[bench perturb] round {k}/3" for k in (1, 2, 3)]
+    assert "s left)" in progress[1] and progress[3].startswith("[bench perturb] 3 rounds in ")
     assert set(data["seconds"]) == {"axpy2", "axpy2_hot", "gaussian", "gaussian_torch", "table", "table_torch"}
 
 

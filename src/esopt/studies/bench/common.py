@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import platform
+import sys
 import time
 from pathlib import Path
 
@@ -14,6 +15,18 @@ def machine() -> dict:
 
     return {"platform": platform.platform(), "processor": platform.processor(), "cpus": os.cpu_count(),
             "torch": torch.__version__, "threads": torch.get_num_threads(), "date": time.strftime("%Y-%m-%d")}
+
+
+def rounds(label: str, n: int, start: int = 0):
+    """range(start, n), with a line per round on stderr (its number, time so far, time left): a
+    bench's repeats show progress (the RESULT lines on stdout stay clean)."""
+    total, t0 = n - start, time.perf_counter()
+    for k, r in enumerate(range(start, n)):
+        spent = time.perf_counter() - t0
+        left = f", about {spent / k * (total - k):.0f}s left" if k else ""
+        print(f"[{label}] round {k + 1}/{total} ({spent:.0f}s so far{left})", file=sys.stderr, flush=True)
+        yield r
+    print(f"[{label}] {total} rounds in {time.perf_counter() - t0:.0f}s", file=sys.stderr, flush=True)
 
 
 def write_results(path: str | Path, name: str, results: dict, details: dict) -> None:

@@ -79,7 +79,7 @@ def main(config: str, overrides: list[str], out: str, repeats: int = 3) -> dict:
     from ...train.evaluate import sampling_of
     from ...envs.sudoku import SudokuEnv, generate_puzzle
     from ...envs.sudoku.spec import SudokuOptions
-    from .common import write_results
+    from .common import rounds, write_results
 
     cfg = load_config(config, DEFAULTS + overrides + [f"run.out_dir={tempfile.mkdtemp()}"])
     if cfg.agent.history != "full":
@@ -108,7 +108,7 @@ def main(config: str, overrides: list[str], out: str, repeats: int = 3) -> dict:
         return timed
 
     runs = []
-    for rep in range(repeats):
+    for rep in rounds("bench multiturn", repeats):
         timed = play(policy)
         kv = timed.turns
         dyn = play(dynamic).turns

@@ -35,7 +35,7 @@ def main(model_name: str, out: str, repeats: int = 5, sigma: float = 2e-3, table
     from ...es.perturb import Perturber
     from ...models import load_model
     from ...utils.memory import peak_rss_mb
-    from .common import write_results
+    from .common import rounds, write_results
 
     if threads:
         torch.set_num_threads(threads)
@@ -49,7 +49,7 @@ def main(model_name: str, out: str, repeats: int = 5, sigma: float = 2e-3, table
     xs = [v.view_as(p) for (_, p), v in zip(params, flat.split([p.numel() for _, p in params]))]
     times: dict[str, list[float]] = {"axpy2": [], "axpy2_hot": [], **{k: [] for k in perturbers}}
     corr_mb: dict[str, float] = {}
-    for r in range(repeats + 1):  # the first round warms up (page faults, buffers) and is dropped
+    for r in rounds("bench perturb", repeats + 1):  # the first round warms up (page faults, buffers) and is dropped
         t0 = time.perf_counter()
         _axpy_twice(params, xs)
         t_axpy = time.perf_counter() - t0

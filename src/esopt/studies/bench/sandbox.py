@@ -39,6 +39,7 @@ def _time_process(args: list[str]) -> tuple[float, float]:
 
 def main(out: str, repeats: int) -> dict:
     from esopt.ahd.sandbox import _import_roots
+    from esopt.studies.bench.common import rounds, write_results
 
     prot = protections()
     if not prot.get("available"):
@@ -50,7 +51,7 @@ def main(out: str, repeats: int) -> dict:
     load_before = os.getloadavg()
     run_candidate(CODE, TOY.entry, TOY.driver, [{"items": [1.0]}], limits)  # warm the page cache
     bare, numpy_, numpy_cpu, wall, cpu = [], [], [], [], []
-    for _ in range(repeats):
+    for _ in rounds("bench sandbox", repeats):
         bare.append(_time_process(bare_cmd)[0])
         w, c = _time_process(numpy_cmd)
         numpy_.append(w)
@@ -64,7 +65,6 @@ def main(out: str, repeats: int) -> dict:
                "sandbox_over_numpy_s": median(wall) - median(numpy_),
                "bare_python_s": median(bare), "python_numpy_s": median(numpy_),
                "python_numpy_cpu_s": median(numpy_cpu), "sandbox_cpu_over_numpy_s": median(cpu) - median(numpy_cpu)}
-    from esopt.studies.bench.common import write_results
 
     write_results(out, "sandbox", results, {"repeats": repeats, "protections": prot, "loadavg_before": load_before,
                                             "loadavg_after": os.getloadavg(),
