@@ -79,6 +79,8 @@ def rollout(policy, envs, tasks: list[str], observations: list[str], context: Ag
     max_turns: the turn limit, an int, or (env.max_turns or None, default): the configured
     limit, else each env's own ``max_turns``, else the default. An episode still running
     there is truncated (recorded as such) whatever the env says.
+    on_turn(turn, done, played), if given, is called after every turn: the turns so far, the
+    episodes finished, and the episodes that played this turn.
     """
     if kv_reuse not in ("auto", "off"):
         raise ValueError(f"agent.kv_reuse must be auto or off, got {kv_reuse!r}")
@@ -157,7 +159,7 @@ def _play(policy, envs, tasks, observations, context, max_new_tokens, sampling, 
             turn_cache.drop([i for i in live if episodes[i].done])
         turn += 1
         if on_turn:
-            on_turn(turn, sum(ep.done for ep in episodes))
+            on_turn(turn, sum(ep.done for ep in episodes), len(live))
 
 
 def turn_limit(env, max_turns) -> int | None:

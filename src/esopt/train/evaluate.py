@@ -6,7 +6,7 @@ import time
 
 from tqdm import tqdm
 
-from ..agent.rollout import AgentContext, rollout
+from ..agent.rollout import AgentContext, rollout, turn_limit
 from ..envs.spec import resolve
 from ..models.policy import Sampling
 
@@ -76,12 +76,16 @@ def evaluate(policy, tasks, cfg, seed: int = 0, split: str = "heldout", context=
         raise ValueError(f"unknown task split {split!r}; allowed: heldout, validation")
     envs, ids, obs = getattr(tasks, split)()
     t0 = time.time()
-    bar = tqdm(total=len(envs), desc=f"{'held-out' if split == 'heldout' else split} evaluation", unit="episode",
+    # the bar counts turns played: a turn's cost is its rows, so the rate and the ETA hold across turns
+    # (episodes all end together in the last turn); its total, the turns still possible, shrinks as episodes end
+    limit = max((turn_limit(env, turn_limit_of(cfg)) or 1) for env in envs) if envs else 1
+    bar = tqdm(total=len(envs) * limit, desc=f"{'held-out' if split == 'heldout' else split} evaluation", unit="turn",
                dynamic_ncols=True, mininterval=1.0, leave=False)
 
-    def progress(turn, done):  # episodes finished so far, with the bar's rate and ETA
-        bar.update(done - bar.n)
-        bar.set_postfix_str(f"turn {turn}", refresh=False)
+    def progress(turn, done, played):
+        bar.total = bar.n + played + (len(envs) - done) * max(limit - turn, 0)
+        bar.set_postfix_str(f"turn {turn}, episodes {done}/{len(envs)}", refresh=False)
+        bar.update(played)
 
     try:
         episodes = [ep.to_json() for ep in run_episodes(policy, envs, ids, obs, cfg, seed, on_turn=progress,

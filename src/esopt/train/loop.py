@@ -82,7 +82,7 @@ def turn_progress(bar, prefix: str, total: int):
     if bar is None:
         return None
 
-    def progress(turn, done):
+    def progress(turn, done, played=0):
         bar.set_postfix_str(f"{prefix} turn {turn} episodes {done}/{total}", refresh=False)
 
     return progress

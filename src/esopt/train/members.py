@@ -119,7 +119,7 @@ def play_sequential(replica, members, sigma: float, t: int, times: dict, bar=Non
         if bar is not None:
             so_far = f"{np.nanmean(rewards):.3f}" if rewards else "-"
 
-            def progress(turn, done, m=m, so_far=so_far):
+            def progress(turn, done, played=0, m=m, so_far=so_far):
                 bar.set_postfix_str(f"gen {t} member {m.index} episodes {done}/{replica.cfg.es.episodes_per_member} "
                                     f"reward {so_far}", refresh=False)
         reward, episodes, error = play_member(replica, m, sigma, t, times, progress,
