@@ -53,6 +53,21 @@ def test_bad_yaml_names_its_file(tmp_path, capsys):
     assert str(bad) in err.split("not valid YAML", 1)[1] and "<unicode string>" not in err
 
 
+@pytest.mark.parametrize("text, message", [
+    ("", "is empty: give at least the settings you mean"),
+    ("# only a comment\n", "is empty: give at least the settings you mean"),
+    ("- model: tiny-llama\n", "must hold a mapping of settings (key: value) at the top level, not a list"),
+    ("tiny-llama\n", "must hold a mapping of settings (key: value) at the top level, not a str"),
+])
+def test_an_empty_or_non_mapping_config_is_one_line(tmp_path, capsys, text, message):
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    assert main(["train", str(path), f"run.out_dir={tmp_path / 'runs'}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"config file {path} {message}" in err[0], err
+    assert not (tmp_path / "runs").exists()
+
+
 def test_scope_patterns_need_no_shell_quotes():
     from esopt.config import load_config
 

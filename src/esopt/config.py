@@ -369,11 +369,15 @@ def read_config_tree(path: str | Path) -> dict:
         raise ConfigError(f"config file {path} does not exist")
     try:
         with path.open(encoding="utf-8") as f:  # YAML's messages then name the file, not "<unicode string>"
-            tree = yaml.safe_load(f) or {}
+            tree = yaml.safe_load(f)
     except yaml.YAMLError as err:
         raise ConfigError(f"config file {path} is not valid YAML: {err}") from None
+    if tree is None:  # read as "all defaults" it would start the 135M model's longest run without a word
+        raise ConfigError(f"config file {path} is empty: give at least the settings you mean (e.g. model, env.id, "
+                          "es.generations), or start from configs/demo.yaml")
     if not isinstance(tree, dict):
-        raise ConfigError(f"config file {path} must hold a mapping at the top level")
+        raise ConfigError(f"config file {path} must hold a mapping of settings (key: value) at the top level, "
+                          f"not a {type(tree).__name__}")
     return tree
 
 
