@@ -284,3 +284,16 @@ def test_a_second_writer_in_the_same_process_is_told_so(tmp_path):
         RunDir(tmp_path).lock()
     first.close()
     RunDir(tmp_path).lock()  # released by close
+
+
+def test_temp_files_a_killed_writer_left_are_removed_at_the_next_start(finished_run, capsys):
+    """A kill -9 inside an atomic write leaves .NAME.*.tmp behind; the next writer (here a resume that
+    extends the run) removes them, and nothing else."""
+    left = [finished_run / ".history.json.k1l2.tmp", finished_run / "trajectories" / ".gen_0001.jsonl.x9.tmp"]
+    for p in left:
+        p.write_text("half a file")
+    keep = finished_run / "notes.tmp"  # not an atomic write's temp file: the user's
+    keep.write_text("mine")
+    assert main(["train", "--resume", str(finished_run), "es.generations=3"]) == 0
+    assert not any(p.exists() for p in left) and keep.read_text() == "mine"
+    assert not list(finished_run.rglob(".*.tmp"))

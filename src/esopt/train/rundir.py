@@ -70,6 +70,16 @@ class RunDir:
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)
         self._lock_fd = fd
+        self.remove_leftovers()
+
+    def remove_leftovers(self) -> list[Path]:
+        """Delete the temporary files of atomic writes that a killed writer left behind (.NAME.*.tmp in the
+        folder and trajectories/: only the lock holder writes there). Called under the lock; returns them."""
+        found = [p for folder in (self.path, self.trajectories) if folder.is_dir()
+                 for p in folder.glob(".*.tmp") if p.is_file()]
+        for p in found:
+            p.unlink(missing_ok=True)
+        return found
 
     def __del__(self):  # a RunDir dropped without close() releases its lock too
         self.unlock()
