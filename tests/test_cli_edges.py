@@ -2,6 +2,7 @@
 command's help, and config errors that name the key, suggest the right one and come before torch."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -81,6 +82,35 @@ def test_a_config_error_comes_before_torch_is_imported():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.split() == ["2", "False"], out.stderr
     assert "unknown config key 'es.bogus'" in out.stderr
+
+
+def test_a_hub_id_out_of_reach_and_not_cached_is_one_line_at_once(tmp_path):
+    """Offline, a mistyped hub id took 55 s of retries; now it is one line before torch is imported."""
+    code = ("import sys; from esopt.cli import main; "
+            f"rc = main(['train', 'configs/smoke.yaml', 'model=someone/no-such-model', 'run.out_dir={tmp_path}']); "
+            "print(rc, 'torch' in sys.modules)")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "hub")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    assert out.stdout.split() == ["2", "False"], out.stderr
+    err = out.stderr.strip().splitlines()
+    assert len(err) == 1 and "model 'someone/no-such-model' is not a local folder, not in the Hugging Face cache, " \
+                               "and the hub cannot be reached from here" in err[0], err
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_cached_hub_model_loads_from_the_cache_when_the_hub_is_out_of_reach(tmp_path, monkeypatch):
+    from esopt.models.loading import hub_options
+
+    from huggingface_hub import constants
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))  # read when looked up, not only at import
+    snapshot = tmp_path / "models--someone--cached" / "snapshots" / "abc123"
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text("{}")
+    (tmp_path / "models--someone--cached" / "refs").mkdir()
+    (tmp_path / "models--someone--cached" / "refs" / "main").write_text("abc123")
+    assert hub_options("someone/cached") == {"local_files_only": True}
 
 
 def test_a_local_model_path_is_kept_absolute(tmp_path, monkeypatch):

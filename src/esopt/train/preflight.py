@@ -44,10 +44,10 @@ def check_run_config(cfg, device: bool = True) -> None:
     from .algorithm import algorithm
     from .sinks import wandb_missing
 
+    check_model_name(cfg.model)  # before torch is imported: a wrong name costs a fraction of a second
     check_env(cfg.env, cfg.tasks)
     if device:
         check_device(cfg.runtime.device)
-    check_model_name(cfg.model)
     missing = wandb_missing(cfg.log.wandb)
     if missing:
         raise ConfigError(missing)

@@ -235,12 +235,10 @@ def random_model(shape: dict, tok, dtype: str, device: str):
     import torch
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
-    from ...models.loading import DTYPES
-
     cfg = Qwen3Config(**shape, max_position_embeddings=8192, pad_token_id=tok.pad_token_id,
                       eos_token_id=tok.eos_token_id, bos_token_id=tok.bos_token_id)
     old = torch.get_default_dtype()
-    torch.set_default_dtype(DTYPES[dtype])
+    torch.set_default_dtype(getattr(torch, dtype))
     try:
         with torch.device(device), torch.random.fork_rng(devices=[]):
             torch.manual_seed(0)
