@@ -269,3 +269,29 @@ def test_reused_pages_play_the_same_episodes_as_fresh_pages(browser_env):
     obs_reused, *_ = env.step("go_back()")  # back leads where it would from a fresh page (about:blank)
     obs_fresh, *_ = fresh.step("go_back()")
     assert obs_reused == obs_fresh
+
+
+def test_a_reply_with_several_actions_hears_that_only_the_first_ran():
+    from esopt.envs.browser.actions import count_actions
+    from esopt.envs.browser.env import BrowserGymEnv
+
+    class Gym:  # stands in for BrowserGym: records what it is asked to do
+        calls: list = []
+
+        def step(self, call):
+            Gym.calls.append(call)
+            page = {"nodes": [{"nodeId": "1", "role": {"value": "RootWebArea"}, "name": {"value": "p"},
+                               "childIds": [], "browsergym_id": "1"}]}
+            return {"goal": "g", "url": "http://localhost/", "axtree_object": page, "last_action_error": ""}, 0.0, \
+                False, False, {}
+
+    env = object.__new__(BrowserGymEnv)
+    env.env, env.turns, env.max_turns, env.obs_max_chars, env.live = Gym(), 0, 5, 4000, True
+    env.allowed_hosts = ("localhost",)
+    obs, _, _, _, info = env.step("click('12')\nfill('7', 'hi')\n<think>click('9')</think>")
+    assert Gym.calls == ["click('12')"]
+    note = "your reply held 2 actions; only the first, click('12'), was applied (one action per turn)"
+    assert info["feedback"] == note and obs.endswith(f"Your last reply: {note}")
+    obs, _, _, _, info = env.step("click('12')")  # one action: no note
+    assert info["feedback"] is None and "Your last reply" not in obs
+    assert count_actions("no call here") == 0

@@ -469,6 +469,11 @@ def parse_action(reply: str, allowed_hosts: Iterable[str] = DEFAULT_ALLOWED_HOST
     return parsed
 
 
+def count_actions(reply: str) -> int:
+    """How many action calls (``name(``) the reply holds outside ``<think>``; only the first is ever applied."""
+    return len(_ACTION_CALL.findall(strip_think(reply))) if isinstance(reply, str) else 0
+
+
 def _one_line(message: str) -> str:
     message = " ".join(message.split())
     return message if len(message) <= 300 else message[:297] + "..."

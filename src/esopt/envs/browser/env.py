@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..base import TextEnv
-from .actions import DEFAULT_ALLOWED_HOSTS, ParseError, parse_action
+from .actions import DEFAULT_ALLOWED_HOSTS, ParseError, count_actions, parse_action
 from .obs import observation_text
 
 PAGE_EXCERPT_CHARS = 600  # of each turn's new page, kept in the episode record (run reports)
@@ -85,6 +85,11 @@ class BrowserGymEnv(TextEnv):
             raise
         error = (obs.get("last_action_error") or "").strip()
         self.observation = self.page_observation = observation_text(obs, self.obs_max_chars)
+        calls = count_actions(action)
+        if calls > 1:  # one action per turn: the model hears that the rest of its plan did not run
+            note = f"your reply held {calls} actions; only the first, {call}, was applied (one action per turn)"
+            error = f"{error}; {note}" if error else note
+            self.observation = f"{self.page_observation}\nYour last reply: {note}"
         record = {"page": excerpt(self.observation)}  # what the next turn sees, for run reports
         terminated, truncated = bool(terminated), truncated or bool(gym_truncated)
         if terminated or truncated:
