@@ -350,8 +350,9 @@ def test_raising_resource_limits_is_blocked():
     assert run(code).reason == "blocked: changing resource limits"
 
 
-def test_ctypes_is_refused():
-    out = run("import ctypes\nctypes.CDLL(None).fork()\ndef score_item(x):\n    return x\n")
+@pytest.mark.parametrize("call", ["ctypes.CDLL(None).fork()", "ctypes.string_at(0)", "ctypes.wstring_at(0)"])
+def test_ctypes_is_refused(call):
+    out = run(f"import ctypes\n{call}\ndef score_item(x):\n    return x\n")
     assert out.reason == "blocked: ctypes"
 
 

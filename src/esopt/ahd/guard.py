@@ -18,8 +18,9 @@ EVENTS = {
     **dict.fromkeys(["socket.__new__", "socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg",
                      "socket.getaddrinfo", "socket.gethostbyname", "socket.gethostbyaddr", "urllib.Request",
                      "http.client.connect", "ftplib.connect", "smtplib.connect"], "network"),
+    # string_at / wstring_at read raw memory (string_at(0) would be a segfault, not a reason)
     **dict.fromkeys(["ctypes.dlopen", "ctypes.dlsym", "ctypes.dlsym/handle", "ctypes.cdata",
-                     "ctypes.call_function", "ctypes.addressof"], "ctypes"),
+                     "ctypes.call_function", "ctypes.addressof", "ctypes.string_at", "ctypes.wstring_at"], "ctypes"),
     **dict.fromkeys(["resource.setrlimit", "resource.prlimit"], "changing resource limits"),
     **dict.fromkeys(["os.mkfifo", "os.mknod"], "file write outside the working directory"),
 }
