@@ -312,3 +312,31 @@ def test_importing_does_no_network(task_file):
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
                           cwd=ROOT, env={"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"})
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+def test_a_task_file_with_only_some_splits_runs_where_its_split_has_tasks(tmp_path, monkeypatch, capsys):
+    """A file of one's own with held-out tasks only: evaluation passes preflight and plays them;
+    training is refused in one line naming the empty split and how to fill it, before any folder."""
+    pytest.importorskip("browsergym.core")
+    from esopt.cli import main
+    from esopt.config import load_config
+    from esopt.envs.browser.tasks import WebTaskSet, expand
+    from esopt.train.preflight import check_run_config
+
+    only = tmp_path / "heldout.json"
+    only.write_text(json.dumps([{**config(k), "split": "heldout"} for k in (1, 2)]))
+    monkeypatch.setenv("WA_SHOPPING", "http://shop.internal:7770")
+    overrides = ["env.id=browsergym", f"env.web.chromium={sys.executable}", f"env.task=webarena-file:{only}",
+                 "env.web.allowed_hosts=[shop.internal]", "tasks.validation=0", "model=tiny-llama"]
+    cfg = load_config("configs/demo.yaml", overrides)
+    check_run_config(cfg, splits=("heldout",))  # what `esopt eval` checks: passes
+    episodes = WebTaskSet(expand(cfg.env.options.task), 0).heldout(4)
+    assert sorted({task.rpartition("#")[2] for task, _ in episodes}) == ["1", "2"]
+    runs = tmp_path / "runs"
+    assert main(["train", "configs/demo.yaml", *overrides, f"run.out_dir={runs}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "has no task in the train split" in err[0] and "`split: train`" in err[0], err
+    assert not runs.exists()
+    with pytest.raises(Exception, match="has no task in the validation split.*tasks.validation=0"):
+        check_run_config(load_config("configs/demo.yaml", overrides + ["tasks.validation=2"]),
+                         splits=("heldout", "validation"))

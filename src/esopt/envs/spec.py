@@ -90,15 +90,18 @@ class EnvSpec:
     def task_source(self, env_cfg, tasks_cfg, run_seed: int):
         return (self.tasks or SeedTasks)(env_cfg, tasks_cfg, run_seed)
 
-    def check(self, env_cfg, tasks_cfg=None) -> None:
-        """Run the preflight (given the tasks config too when it takes two arguments)."""
+    def check(self, env_cfg, tasks_cfg=None, splits=None) -> None:
+        """Run the preflight (given the tasks config too when it takes two arguments, and the splits the
+        command will play when it takes three: None means training's, train, validation if any, held-out)."""
         if self.preflight is None:
             return
         try:
-            takes_tasks = len(inspect.signature(self.preflight).parameters) >= 2
+            takes = len(inspect.signature(self.preflight).parameters)
         except (TypeError, ValueError):
-            takes_tasks = False
-        if takes_tasks:
+            takes = 1
+        if takes >= 3:
+            self.preflight(env_cfg, tasks_cfg, splits)
+        elif takes == 2:
             self.preflight(env_cfg, tasks_cfg)
         else:
             self.preflight(env_cfg)

@@ -140,7 +140,7 @@ def evaluate_weights(run_dir=None, config=None, overrides=(), model_name: str | 
         model, tok, cfg, n = load_run_weights(run_dir)
         if overrides:
             cfg = load_config(RunDir(run_dir).config_path, list(overrides))
-            check_env(cfg.env, cfg.tasks)
+            check_env(cfg.env, cfg.tasks, (split,))
         label = f"{run_dir} after {n} generations"
         found = algorithm(cfg.algo).final_context(RunDir(run_dir), cfg, n)
         if found is not None:
@@ -149,7 +149,7 @@ def evaluate_weights(run_dir=None, config=None, overrides=(), model_name: str | 
                   f"{found[1]['draw']['skills']}, slots {found[1]['draw']['slots']}", flush=True)
     else:
         cfg = load_config(config, list(overrides) + ([f"model={model_name}"] if model_name else []))
-        check_run_config(cfg)
+        check_run_config(cfg, splits=(split,))
         model, tok = load_model(cfg.model, cfg.runtime.dtype, cfg.runtime.device)
         label = cfg.model
     if cfg.runtime.threads:

@@ -5,13 +5,14 @@ from __future__ import annotations
 from ..utils.settings import ConfigError
 
 
-def check_env(env, tasks=None) -> None:
+def check_env(env, tasks=None, splits=None) -> None:
     """The env's own checks (its spec's preflight; with `tasks`, the tasks config too): tasks that exist,
-    splits as large as asked, packages and programs it needs."""
+    splits as large as asked (`splits`: the ones the command plays; None: training's), packages and
+    programs it needs."""
     from ..envs.spec import UnknownEnv, resolve
 
     try:
-        resolve(env.id).check(env, tasks)
+        resolve(env.id).check(env, tasks, splits)
     except (UnknownEnv, ValueError) as err:
         raise ConfigError(str(err)) from None
 
@@ -37,15 +38,16 @@ def check_device(device: str) -> None:
         raise ConfigError(f"unsupported runtime.device {device!r}; use cpu, cuda, cuda:N or mps")
 
 
-def check_run_config(cfg, device: bool = True) -> None:
+def check_run_config(cfg, device: bool = True, splits=None) -> None:
     """Everything a new run or an evaluation can check without loading the model (device=False:
-    not runtime.device, which Ray workers use on their own machines)."""
+    not runtime.device, which Ray workers use on their own machines; splits: the task splits the
+    command plays, None: training's)."""
     from ..models.loading import check_model_name
     from .algorithm import algorithm
     from .sinks import wandb_missing
 
     check_model_name(cfg.model)  # before torch is imported: a wrong name costs a fraction of a second
-    check_env(cfg.env, cfg.tasks)
+    check_env(cfg.env, cfg.tasks, splits)
     if device:
         check_device(cfg.runtime.device)
     missing = wandb_missing(cfg.log.wandb)

@@ -83,8 +83,9 @@ class WebSource:
         return self._envs(self.set.validation(self.tasks_cfg.validation) * self.tasks_cfg.heldout_repeats)
 
 
-def preflight(env_cfg) -> None:
-    """Tasks named and known, their packages importable, a chromium to drive."""
+def preflight(env_cfg, tasks_cfg=None, splits=None) -> None:
+    """Tasks named and known, a task in every split the command plays, their packages importable, a
+    chromium to drive."""
     o = env_cfg.options
     if not o.task:
         raise ValueError("env.id=browsergym needs env.options.task: BrowserGym task ids, "
@@ -106,7 +107,9 @@ def preflight(env_cfg) -> None:
                 raise ValueError(f"env.options.web.allowed_hosts lacks {', '.join(missing)}, where {task}'s sites "
                                  f"are; add it (env.options.web.allowed_hosts="
                                  f"[{', '.join([*o.web.allowed_hosts, *missing])}])")
-        WebTaskSet(tasks, 0)
+        if splits is None:  # training's
+            splits = ("train", "heldout", *(("validation",) if tasks_cfg is not None and tasks_cfg.validation else ()))
+        WebTaskSet(tasks, 0).check(splits)
         find_chromium(o.web.chromium)
     except FileNotFoundError as err:
         raise ValueError(str(err)) from None

@@ -162,14 +162,24 @@ class WebTaskSet:
     def __init__(self, task_ids: list[str], run_seed: int):
         if not task_ids:
             raise ValueError("env.options.task lists no BrowserGym task (e.g. env.options.task=miniwob.click-button)")
-        self.run_seed = run_seed
-        self.by_split = {}
-        for split in SPLITS:
-            self.by_split[split] = [t for t in task_ids if task_split(t) in (None, split)]
+        self.run_seed, self.task_ids = run_seed, task_ids
+        self.by_split = {split: [t for t in task_ids if task_split(t) in (None, split)] for split in SPLITS}
+
+    def check(self, splits) -> None:
+        """A ValueError naming the first of `splits` that holds no task, and how to fill it or not play it."""
+        for split in splits:
             if not self.by_split[split]:
-                raise ValueError(f"env.options.task has no task in the {split} split ({', '.join(task_ids)})")
+                hint = {"train": "esopt eval plays no train tasks",
+                        "validation": "or set tasks.validation=0 to play none",
+                        "heldout": "every run and evaluation plays held-out tasks"}[split]
+                shown = ", ".join(self.task_ids[:5]) + (", ..." if len(self.task_ids) > 5 else "")
+                raise ValueError(f"env.options.task has no task in the {split} split ({shown}): mark some tasks "
+                                 f"`split: {split}` in the task file, or leave tasks without a split (they serve "
+                                 f"every split); {hint}")
 
     def _episodes(self, split: str, n: int, key: object) -> list[tuple[str, int]]:
+        if n:
+            self.check((split,))
         tasks = self.by_split[split]
         residues = _RESIDUES[split]
         base = derive_seed("web", split, self.run_seed, key) % _SEED_RANGE
