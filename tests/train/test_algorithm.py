@@ -46,3 +46,20 @@ def test_ray_refusal_names_the_baseline(tiny_cfg):
         algorithm("grpo").check(tiny_cfg("algo=grpo"), on_ray=True)
     with pytest.raises(ConfigError, match="coevo.mode=both runs in one process"):
         algorithm("es").check(tiny_cfg('coevo.skills=[{name: A, text: a}]', "coevo.mode=both"), on_ray=True)
+
+
+def test_a_config_of_defaults_says_what_it_will_run(tmp_path):
+    from esopt.config import load_config
+    from esopt.train.algorithm import algorithm
+    from esopt.train.session import defaults_notice
+
+    bare = tmp_path / "bare.yaml"
+    bare.write_text("run:\n  seed: 3\n")
+    line = defaults_notice(load_config(bare), algorithm("es"))
+    assert line.startswith("[esopt] the config sets neither the model nor the es budget: it runs the defaults, "
+                           "smollm2-135m-instruct, es.generations=12 (3072 training episodes), about 78 min on 2 CPU")
+    assert defaults_notice(load_config(bare, ["model=tiny-llama"]), algorithm("es")) is None
+    assert defaults_notice(load_config(bare, ["es.generations=2"]), algorithm("es")) is None
+    assert defaults_notice(load_config("configs/demo.yaml"), algorithm("es")) is None
+    grpo = defaults_notice(load_config(bare, ["algo=grpo"]), algorithm("grpo"))
+    assert "grpo budget" in grpo and "grpo.steps=12 (3072 training episodes)" in grpo

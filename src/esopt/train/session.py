@@ -40,10 +40,36 @@ def make_runner(workers: int | None = None, address: str | None = None):
     return RayRunner(workers=workers, address=address)
 
 
+# the demo's measured pace (docs/results.md): SmolLM2-135M-Instruct on 4x4 Sudoku, 2 CPU cores, 128
+# held-out episodes of up to 3 turns in 187 s; only used to say roughly how long a run of defaults takes
+DEMO_SECONDS_PER_EPISODE = 187 / 128
+
+
+def defaults_notice(cfg: Config, algo: Algorithm) -> str | None:
+    """One line when the config chose neither the model nor the run's length: what will run, how many
+    episodes, and (for the default model on Sudoku) about how long, so a bare config is not a surprise."""
+    section = algo.budget_key.partition(".")[0]
+    chose_budget = bool(getattr(getattr(cfg, section, None), "model_fields_set", {"?"}))
+    if "model" in cfg.model_fields_set or chose_budget:
+        return None
+    per_update = algo.episodes_per_update(lambda k: get_key(cfg, k))
+    budget = get_key(cfg, algo.budget_key)
+    episodes = None if per_update is None else per_update * budget
+    line = (f"[esopt] the config sets neither the model nor the {section} budget: it runs the defaults, {cfg.model}, "
+            f"{algo.budget_key}={budget}" + (f" ({episodes} training episodes)" if episodes else ""))
+    if episodes and cfg.env.id == "sudoku" and cfg.model == Config.model_fields["model"].default:
+        minutes = (episodes + 2 * cfg.tasks.heldout) * DEMO_SECONDS_PER_EPISODE / 60
+        line += f", about {minutes:.0f} min on 2 CPU cores at the demo's pace"
+    return line + f"; set model= and {algo.budget_key}= to choose (configs/demo.yaml is an example)"
+
+
 def start(cfg: Config, runner=None, log=print, **options) -> Session:
     """A new run folder (locked) and the trainer of cfg.algo; a folder left empty by a failure is removed."""
     algo = algorithm(cfg.algo)
     algo.check(cfg, on_ray=runner is not None)
+    notice = defaults_notice(cfg, algo)
+    if notice:
+        log(notice)
     if cfg.run.name is None and algo.run_prefix:
         cfg.run.name = f"{algo.run_prefix}{env_slug(cfg.env.id)}-{time.strftime('%Y%m%d-%H%M%S')}"
     run = RunDir.create(cfg)
