@@ -130,6 +130,9 @@ def test_other_environments_get_the_fallback_or_their_renderer(finished, tmp_pat
     run = copy_run(finished[0], tmp_path / "web")
     cfg = (run / "config.yaml").read_text()
     (run / "config.yaml").write_text(cfg.replace("id: sudoku", "id: web"))
+    history = json.loads((run / "history.json").read_text())
+    history["meta"]["settings"]["env.id"] = "web"  # a run made on env "web" (else the report refuses the config)
+    (run / "history.json").write_text(json.dumps(history))
     html = write_report(run).path.read_text()
     assert 'class="turns"' in html and 'class="sdk' not in html  # plain turn table
 

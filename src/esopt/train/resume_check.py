@@ -7,6 +7,8 @@ evaluation, batch sizes) can.
 """
 from __future__ import annotations
 
+import json
+
 from ..es.history import RunFolderError
 from .algorithm import algorithm
 
@@ -38,3 +40,52 @@ def check_resume(run, new, algo=None) -> None:
     if get_key(new, key) < done:
         raise RunFolderError(f"{key}={get_key(new, key)} is fewer than the {done} already done in {run.path}; to "
                              f"evaluate earlier weights use `esopt eval --run` on a copy, or keep {key} >= {done}")
+
+
+# ------------------------------------------------------------------ the record is the authority
+def plain(value):
+    """A config value as JSON data (what history.json records and config.yaml holds)."""
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json")
+    return json.loads(json.dumps(value))
+
+
+def record_settings(cfg, algo=None) -> dict:
+    """The settings that give a run's record its meaning (the algorithm's frozen keys), as recorded
+    in history.json's meta when the run starts."""
+    algo = algo or algorithm(cfg.algo)
+    return {key: plain(get_key(cfg, key)) for key in algo.frozen}
+
+
+def recorded_settings(run_path) -> dict | None:
+    """The settings history.json recorded at the start (None: no history, or one written before they were)."""
+    from pathlib import Path
+
+    path = Path(run_path) / "history.json"
+    if not path.exists():
+        return None
+    try:
+        settings = json.loads(path.read_text()).get("meta", {}).get("settings")
+    except (OSError, ValueError, AttributeError):
+        return None  # a damaged history is reported by whatever reads it next
+    return settings if isinstance(settings, dict) else None
+
+
+def check_record(run_path, value_of, settings: dict | None = None) -> None:
+    """Refuse (one line) a config.yaml that disagrees with what the history recorded: the history
+    says what was done; the config beside it is only a copy (swapped or edited by hand, it must not
+    rewrite the run). value_of(key) -> the config's value."""
+    from pathlib import Path
+
+    settings = recorded_settings(run_path) if settings is None else settings
+    for key, recorded in (settings or {}).items():
+        try:
+            have = plain(value_of(key))
+        except (AttributeError, KeyError):
+            have = None
+        if have != recorded:
+            shown = json.dumps(recorded)
+            raise RunFolderError(
+                f"{Path(run_path) / 'config.yaml'} says {key}={json.dumps(have)}, but the run's history was made "
+                f"with {key}={shown}: config.yaml is only a copy (edited or swapped?); put back {key}: {shown} "
+                "there, or start a new run for other settings")

@@ -17,7 +17,7 @@ from ..es.history import RunFolderError, atomic_write_text
 from ..utils.settings import ConfigError
 from .algorithm import Algorithm, algorithm
 from .preflight import check_run_config
-from .resume_check import check_resume, get_key
+from .resume_check import check_record, check_resume, get_key
 from .rundir import RunDir, env_slug
 from .stop import Stopped, stop_on_signals
 
@@ -87,6 +87,8 @@ def resume(path: str | Path, overrides=(), algo_name: str | None = None, runner=
     """The run at `path` continued: overrides checked against what its record fixes, its record
     replayed and verified under the writer lock; overrides given are kept in its config.yaml."""
     run = RunDir(Path(path))
+    own = run.load_config()
+    check_record(run.path, lambda key: get_key(own, key))  # config.yaml agrees with what the history recorded
     cfg = run.load_config(list(overrides))
     if strict:
         algorithm(cfg.algo).check_overrides(overrides)
@@ -118,6 +120,8 @@ def finished(path: str | Path, overrides=(), log=print) -> dict | None:
     run = RunDir(Path(path))
     if not (run.path / "summary.json").exists() or not run.config_path.exists():
         return None
+    own = run.load_config()
+    check_record(run.path, lambda key: get_key(own, key))
     cfg = run.load_config(list(overrides))
     algo = algorithm(cfg.algo)
     if not algo.resumable:

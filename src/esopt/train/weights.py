@@ -14,8 +14,11 @@ def load_run_weights(run_dir: str | Path, upto: int | None = None):
     """(model, tokenizer, cfg, n) with the run's weights after `upto` updates (default: all), n of them."""
     from ..models import load_model
 
+    from .resume_check import check_record, get_key
+
     run = RunDir(Path(run_dir))
     cfg = run.load_config()
+    check_record(run.path, lambda key: get_key(cfg, key))  # before anything loads: the history is the authority
     model, tok = load_model(cfg.model, cfg.runtime.dtype, usable_device(cfg.runtime.device))
     n = algorithm(cfg.algo).load_weights(run, cfg, model, upto)
     return model, tok, cfg, n

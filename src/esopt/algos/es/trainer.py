@@ -21,6 +21,7 @@ from ...es.strategy import Strategy
 from ...models import load_model
 from ...train.loop import train_loop
 from ...train.replica import ModelReplica
+from ...train.resume_check import record_settings
 from ...train.rundir import RunDir
 from ...train.runner import LocalRunner, MemberRunner
 from ...report import refresh_report
@@ -59,6 +60,7 @@ class Trainer(ModelReplica):
         self.moves_weights = self.context.moves_weights
         self.step = es_step(cfg, self.perturber, self.moves_weights)
         self.history = run.history(meta={"model": cfg.model, "base_weights_hash": weights_hash(model),
+                                         "settings": record_settings(cfg),
                                          "scope_numel": self.perturber.numel, "noise": self.perturber.describe(),
                                          **self.context.meta()})
         self.runner.start(self)  # rollout_fn is replaceable in tests until here (a RayRunner sends it to its workers)
