@@ -91,16 +91,19 @@ def rollout(policy, envs, tasks: list[str], observations: list[str], context: Ag
     turn_cache = None
     if kv_reuse == "auto" and envs and context[0].history == "full" and hasattr(policy, "new_turn_cache"):
         turn_cache = policy.new_turn_cache()
+    # the shared prompt prefix (system prompt, examples) encoded once per rollout, not once per turn: the
+    # weights do not change within this call (models/prefix.py PrefixStore); dropped on return
+    prefix_store = policy.new_prefix_store() if hasattr(policy, "new_prefix_store") else None
     try:
         return _play(policy, envs, tasks, observations, context, max_new_tokens, sampling, seed, failure_reward,
-                     on_turn, row_context, record_ids, row_groups, turn_cache, max_live, max_turns)
+                     on_turn, row_context, record_ids, row_groups, turn_cache, max_live, max_turns, prefix_store)
     finally:
         if turn_cache is not None:
             turn_cache.disable("rollout ended")  # frees every episode's keys/values
 
 
 def _play(policy, envs, tasks, observations, context, max_new_tokens, sampling, seed, failure_reward, on_turn,
-          row_context, record_ids, row_groups, turn_cache, max_live, max_turns) -> list[Episode]:
+          row_context, record_ids, row_groups, turn_cache, max_live, max_turns, prefix_store=None) -> list[Episode]:
     episodes = [Episode(task=t, observation0=o or "") for t, o in zip(tasks, observations)]
     limits = [turn_limit(env, max_turns) for env in envs]
     current = list(observations)
@@ -132,6 +135,8 @@ def _play(policy, envs, tasks, observations, context, max_new_tokens, sampling, 
             extra["row_groups"] = [row_groups[i] for i in live]
         if turn_cache is not None:
             extra |= {"turn_cache": turn_cache, "cache_keys": live}
+        if prefix_store is not None:
+            extra["prefix_store"] = prefix_store
         replies = policy.generate(convs, max_new_tokens, sampling, seed=seed + 7919 * turn, **extra)
         stepped = call_envs(envs, live, "step", [(r,) for r in replies])
         for k, (i, reply) in enumerate(zip(live, replies)):

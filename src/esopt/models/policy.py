@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from .kvgrow import growing_cache
-from .prefix import CACHE_KWARG, MIN_SHARED_PREFIX, common_prefix_len, expand_cache, pad_between, pad_left
+from .prefix import CACHE_KWARG, MIN_SHARED_PREFIX, PrefixStore, common_prefix_len, expand_cache, pad_between, pad_left
 from .static import DECODES, StaticCaches, load
 from .turncache import TurnCache
 
@@ -50,7 +50,8 @@ class HFPolicy:
     @torch.inference_mode()
     def generate(self, conversations: list[list[dict]], max_new_tokens: int, sampling: Sampling = Sampling(), seed: int = 0,
                  row_context=None, token_ids: list | None = None, row_groups: list | None = None,
-                 turn_cache: TurnCache | None = None, cache_keys: list | None = None, stop=None) -> list[str]:
+                 turn_cache: TurnCache | None = None, cache_keys: list | None = None, stop=None,
+                 prefix_store: PrefixStore | None = None) -> list[str]:
         """One reply per conversation; left-padded batches, KV cache, stop at end of turn.
 
         row_context(indices) -> context manager, if given, wraps the generation of the
@@ -68,6 +69,8 @@ class HFPolicy:
         nothing cached encode their whole prompt there.
         stop(reply_so_far) -> bool, if given, ends a row's reply as soon as it returns True
         (e.g. after a code block's closing fence); the reply keeps the text up to that token.
+        prefix_store (from new_prefix_store(), one per rollout: the weights must not change while it
+        lives): a shared prefix encoded by an earlier call is reused instead of encoded again.
         """
         texts = self.prompt_texts(conversations)
         out: list[str] = []
@@ -78,6 +81,8 @@ class HFPolicy:
                 extra = {"turn_cache": turn_cache, "keys": list(cache_keys[start : start + len(chunk)])}
             if stop is not None:
                 extra["stop"] = stop
+            if prefix_store is not None and row_context is None:
+                extra["prefix_store"] = prefix_store
             if row_context is None:
                 out.extend(self._generate_batch(chunk, max_new_tokens, sampling, seed + start, token_ids=token_ids,
                                                 **extra))
@@ -87,6 +92,10 @@ class HFPolicy:
                 out.extend(self._generate_batch(chunk, max_new_tokens, sampling, seed + start, token_ids=token_ids,
                                                 row_context=rows_ctx, groups=groups, **extra))
         return out
+
+    def new_prefix_store(self) -> PrefixStore | None:
+        """An empty store of encoded shared prefixes for one rollout (None: this policy never shares one)."""
+        return PrefixStore() if self.prefix_cache and self.grow_cache else None
 
     def new_turn_cache(self) -> TurnCache | None:
         """An empty per-episode KV cache for one rollout (None where this model cannot keep one:
@@ -102,7 +111,7 @@ class HFPolicy:
         return {CACHE_KWARG: growing_cache(self.model.config, reserve)} if self.grow_cache else {}
 
     def _generate_batch(self, texts, max_new_tokens, sampling, seed, token_ids=None, row_context=None, groups=None,
-                        turn_cache=None, keys=None, stop=None):
+                        turn_cache=None, keys=None, stop=None, prefix_store=None):
         """row_context(local row indices) wraps forwards of those rows; groups: rows with equal ids share weights;
         turn_cache with keys: per-episode keys/values kept across turns."""
         tok = self.tokenizer
@@ -131,7 +140,17 @@ class HFPolicy:
             # expand_cache's copy for every row is adopted by the first update, which leaves room for the reply
             grow = self._empty_cache(max_new_tokens)
             if row_context is None:
-                cache = self.model(input_ids=prefix, use_cache=True, **grow)[CACHE_KWARG]
+                known, stored = prefix_store.longest(rows[0][:shared]) if prefix_store is not None else (0, None)
+                if stored is None:
+                    cache = self.model(input_ids=prefix, use_cache=True, **grow)[CACHE_KWARG]
+                else:  # encoded by an earlier turn of this rollout, under the same weights: only the rest now
+                    cache = grow[CACHE_KWARG]
+                    PrefixStore.fill(cache, stored)
+                    if known < shared:
+                        cache = self.model(input_ids=prefix[:, known:], use_cache=True, **{CACHE_KWARG: cache})[CACHE_KWARG]
+                    self.tokens_prefilled -= known
+                if prefix_store is not None and known < shared:
+                    prefix_store.put(rows[0][:shared], cache)
                 expand_cache(cache, torch.zeros(len(rows), dtype=torch.long, device=self.device))
             else:  # one prefix per weight group, encoded under the context of its first row
                 first = {}
