@@ -1,5 +1,5 @@
-"""The history is the authority (issue 30): a run's config.yaml, edited by hand or swapped for another
-run's, cannot rewrite what the history recorded. resume, eval --run, export and report refuse the
+"""The record is the authority (issue 30): a run's config.yaml, edited by hand or swapped for another
+run's, cannot rewrite what its history (ES) or checkpoint (GRPO) recorded. resume, eval --run, export and report refuse the
 mismatch in one line naming the key and both values, before any model loads; the untouched run works."""
 from __future__ import annotations
 
@@ -91,7 +91,7 @@ def test_a_hand_edited_key_is_refused(runs, tmp_path, capsys, key, command):
     (run / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
     line = refused(capsys, COMMANDS[command](run, tmp_path))
-    assert f"says {key}={json.dumps(EDITS[key])}, but the run's history was made with {key}={json.dumps(recorded)}" \
+    assert f"says {key}={json.dumps(EDITS[key])}, but the run's record was made with {key}={json.dumps(recorded)}" \
         in line and f"put back {key}: {json.dumps(recorded)}" in line, line
     assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before  # nothing changed
     assert not (tmp_path / "out").exists()
@@ -102,7 +102,7 @@ def test_a_swapped_config_is_refused(runs, tmp_path, capsys, command):
     run = copy_of(runs[0], tmp_path)
     shutil.copy(runs[1] / "config.yaml", run / "config.yaml")  # another run's config copied in
     line = refused(capsys, COMMANDS[command](run, tmp_path))
-    assert "says es.noise=\"gaussian\", but the run's history was made with es.noise=\"table\"" in line, line
+    assert "says es.noise=\"gaussian\", but the run's record was made with es.noise=\"table\"" in line, line
 
 
 def test_the_untouched_run_still_works(runs, tmp_path, capsys):
@@ -111,3 +111,25 @@ def test_the_untouched_run_still_works(runs, tmp_path, capsys):
     assert main(["train", "--resume", str(run), "es.generations=3"]) == 0
     history = json.loads((run / "history.json").read_text())
     assert [g["population"] for g in history["generations"]] == [4, 4, 4]
+
+
+GRPO_EDITS = {"model": "tiny-qwen2", "runtime.dtype": "bfloat16", "run.seed": 7, "algo": "es"}
+
+
+@pytest.fixture(scope="module")
+def grpo_run(esopt_cache, tmp_path_factory):
+    out = tmp_path_factory.mktemp("authority-grpo")
+    assert main(["train", "configs/demo.yaml", *TINY_OVERRIDES, "--algo", "grpo", "grpo.steps=1",
+                 "grpo.puzzles_per_step=2", "grpo.group_size=2", f"run.out_dir={out}", "run.name=g"]) == 0
+    return out / "g"
+
+
+@pytest.mark.parametrize("key", sorted(GRPO_EDITS))
+@pytest.mark.parametrize("command", ["resume", "eval", "export", "report"])
+def test_a_grpo_checkpoint_is_the_authority_too(grpo_run, tmp_path, capsys, key, command):
+    run = copy_of(grpo_run, tmp_path)
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    set_key(config, key, GRPO_EDITS[key])
+    (run / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    line = refused(capsys, COMMANDS[command](run, tmp_path))
+    assert f"says {key}={json.dumps(GRPO_EDITS[key])}, but the run's record was made with" in line, line

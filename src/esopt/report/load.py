@@ -116,10 +116,10 @@ def load_run(path) -> RunData:
     run = RunData(path=path)
     _read_config(run)
     _read_history(run)
-    if run.config and isinstance(run.meta.get("settings"), dict):  # config.yaml must agree with the history
+    if run.config:  # config.yaml must agree with what the run's record wrote down
         from ..train.resume_check import check_record
 
-        check_record(path, lambda key: run.cfg(key), run.meta["settings"])
+        check_record(path, lambda key: run.cfg(key))
     train, run.evals = _read_metrics(run)
     run.train = _train_rows(run, train)
     _read_summary(run)

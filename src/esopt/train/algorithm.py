@@ -71,6 +71,10 @@ class Algorithm:
         """Whether `path` holds something of this algorithm's to resume from."""
         return False
 
+    def recorded_settings(self, path: Path) -> dict | None:
+        """The frozen settings the run's record wrote down when it started (None: none kept)."""
+        return None
+
     def load_weights(self, run, cfg, model, upto: int | None = None) -> int:
         """Put the run's weights after `upto` updates (default: all) into `model`; returns how many."""
         raise NotImplementedError(f"{self.title} runs keep no weights to load")

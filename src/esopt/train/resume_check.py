@@ -58,23 +58,20 @@ def record_settings(cfg, algo=None) -> dict:
 
 
 def recorded_settings(run_path) -> dict | None:
-    """The settings history.json recorded at the start (None: no history, or one written before they were)."""
+    """The settings the run's record (ES: history.json; GRPO: its checkpoint) wrote down at the start;
+    None: no record, or one written before they were."""
     from pathlib import Path
 
-    path = Path(run_path) / "history.json"
-    if not path.exists():
-        return None
-    try:
-        settings = json.loads(path.read_text()).get("meta", {}).get("settings")
-    except (OSError, ValueError, AttributeError):
-        return None  # a damaged history is reported by whatever reads it next
-    return settings if isinstance(settings, dict) else None
+    from .algorithm import of_run
+
+    algo = of_run(Path(run_path))
+    return algo.recorded_settings(Path(run_path)) if algo is not None else None
 
 
 def check_record(run_path, value_of, settings: dict | None = None) -> None:
-    """Refuse (one line) a config.yaml that disagrees with what the history recorded: the history
-    says what was done; the config beside it is only a copy (swapped or edited by hand, it must not
-    rewrite the run). value_of(key) -> the config's value."""
+    """Refuse (one line) a config.yaml that disagrees with what the run's record (ES: its history;
+    GRPO: its checkpoint) wrote down: the record says what was done; the config beside it is only a
+    copy (swapped or edited by hand, it must not rewrite the run). value_of(key) -> the config's value."""
     from pathlib import Path
 
     settings = recorded_settings(run_path) if settings is None else settings
@@ -86,6 +83,6 @@ def check_record(run_path, value_of, settings: dict | None = None) -> None:
         if have != recorded:
             shown = json.dumps(recorded)
             raise RunFolderError(
-                f"{Path(run_path) / 'config.yaml'} says {key}={json.dumps(have)}, but the run's history was made "
+                f"{Path(run_path) / 'config.yaml'} says {key}={json.dumps(have)}, but the run's record was made "
                 f"with {key}={shown}: config.yaml is only a copy (edited or swapped?); put back {key}: {shown} "
                 "there, or start a new run for other settings")

@@ -64,6 +64,15 @@ class ES(Algorithm):
     def holds(self, path: Path) -> bool:
         return (Path(path) / "history.json").exists()
 
+    def recorded_settings(self, path: Path) -> dict | None:
+        import json
+
+        try:
+            settings = json.loads((Path(path) / "history.json").read_text()).get("meta", {}).get("settings")
+        except (OSError, ValueError, AttributeError):
+            return None  # a damaged history is reported by whatever reads it next
+        return settings if isinstance(settings, dict) else None
+
     def load_weights(self, run, cfg, model, upto: int | None = None) -> int:
         from ...es.build import make_perturber
         from ...train.weights import replay, start_from

@@ -28,6 +28,13 @@ class GRPO(Algorithm):
 
         return checkpoint.exists(path)
 
+    def recorded_settings(self, path: Path) -> dict | None:
+        from . import checkpoint
+
+        state = checkpoint.read_state(path)
+        settings = state.get("settings") if isinstance(state, dict) else None
+        return settings if isinstance(settings, dict) else None
+
     def load_weights(self, run, cfg, model, upto: int | None = None) -> int:
         from .checkpoint import load_weights
 

@@ -26,6 +26,7 @@ from ...train.evaluate import max_live_of, turn_limit_of
 from ...train.loop import train_loop, turn_progress
 from ...report import refresh_report
 from ...train.summary import finish_run, record_eval
+from ...train.resume_check import record_settings
 from ...train.rundir import RunDir
 from ...train.tasks import TaskSource
 from . import checkpoint
@@ -107,7 +108,7 @@ class GRPOTrainer:
     def save_checkpoint(self, done: int) -> None:
         checkpoint.save(self.run.path, self.model, self.optimizer,
                         {"step": done, "weights_hash": weights_hash(self.model), "base_weights_hash": self.base_weights_hash,
-                         "model": self.cfg.model})
+                         "model": self.cfg.model, "settings": record_settings(self.cfg)})
 
     # --------------------------------------------------------------- evaluation
     def evaluate(self, generation: int, boundary: bool = True) -> dict:
