@@ -60,7 +60,7 @@ class PrefixStore:
     and is dropped when the call returns. The stored tensors are never written: a batch gets
     copies (expand_cache). Only plain full-attention layers are stored."""
 
-    MAX_ENTRIES = 8
+    MAX_ENTRIES = 2  # every entry serves the system prompt and examples; more would only cost memory
 
     def __init__(self):
         self.entries: dict[tuple, list] = {}
