@@ -77,7 +77,8 @@ def test_compare_at_equal_wall_clock(monkeypatch, tmp_path, capsys):
 
     monkeypatch.setattr(compare, "train_run", fake)
     out = tmp_path / "c.json"
-    res = compare.main("configs/demo.yaml", ["es.generations=8"], str(out), seeds=[0, 1], grpo_lrs=[1e-5],
+    res = compare.main("configs/demo.yaml", ["es.generations=8", "es.episodes_per_member=16"], str(out), seeds=[0, 1],
+                       grpo_lrs=[1e-5],
                        es_sigmas=[0.004], budget_seconds=60)
     assert all("run.budget_seconds=60" in c for c in calls) and len(calls) == 6  # 2 sweep + 2 x 2 final
     assert res["es_over_grpo_episodes"] == 3.0
