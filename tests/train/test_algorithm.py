@@ -57,7 +57,7 @@ def test_a_config_of_defaults_says_what_it_will_run(tmp_path):
     bare.write_text("run:\n  seed: 3\n")
     line = defaults_notice(load_config(bare), algorithm("es"))
     assert line.startswith("[esopt] the config sets neither the model nor the es budget: it runs the defaults, "
-                           "smollm2-135m-instruct, es.generations=12 (3072 training episodes), about 78 min on 2 CPU")
+                           "smollm2-135m-instruct, es.generations=12 (3072 training episodes), about 52 min on 2 CPU")
     assert defaults_notice(load_config(bare, ["model=tiny-llama"]), algorithm("es")) is None
     assert defaults_notice(load_config(bare, ["es.generations=2"]), algorithm("es")) is None
     assert defaults_notice(load_config("configs/demo.yaml"), algorithm("es")) is None
