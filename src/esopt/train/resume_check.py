@@ -68,14 +68,13 @@ def recorded_settings(run_path) -> dict | None:
     return algo.recorded_settings(Path(run_path)) if algo is not None else None
 
 
-def check_record(run_path, value_of, settings: dict | None = None) -> None:
+def check_record(run_path, value_of) -> None:
     """Refuse (one line) a config.yaml that disagrees with what the run's record (ES: its history;
     GRPO: its checkpoint) wrote down: the record says what was done; the config beside it is only a
     copy (swapped or edited by hand, it must not rewrite the run). value_of(key) -> the config's value."""
     from pathlib import Path
 
-    settings = recorded_settings(run_path) if settings is None else settings
-    for key, recorded in (settings or {}).items():
+    for key, recorded in (recorded_settings(run_path) or {}).items():
         try:
             have = plain(value_of(key))
         except (AttributeError, KeyError):
