@@ -13,7 +13,7 @@ def scalars(record: dict) -> dict[str, float]:
     """The record's numeric fields as `<kind>/<field>`: what a sink plots."""
     kind = record.get("kind", "train")
     return {f"{kind}/{k}": v for k, v in record.items()
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in ("time", "generation")}
+            if isinstance(v, (int, float)) and k not in ("time", "generation")}
 
 
 class TensorBoardSink:
