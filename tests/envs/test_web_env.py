@@ -14,7 +14,7 @@ from esopt.envs.base import TextEnv
 pytest.importorskip("browsergym.core")
 
 from esopt.envs.browser.browser import MemoryChat, url_allowed  # noqa: E402
-from esopt.studies.bench.web import scripted_reply  # noqa: E402
+from esopt.studies.bench.web_solver import scripted_reply  # noqa: E402
 from esopt.envs.browser.tasks import WebTaskSet, expand, namespace_of, task_settings  # noqa: E402
 
 
@@ -286,7 +286,7 @@ def test_a_reply_with_several_actions_hears_that_only_the_first_ran():
                 False, False, {}
 
     env = object.__new__(BrowserGymEnv)
-    env.env, env.turns, env.max_turns, env.obs_max_chars, env.live = Gym(), 0, 5, 4000, True
+    env.env, env.turns, env.max_turns, env.obs_max_chars, env.live, env.style = Gym(), 0, 5, 4000, True, "esopt"
     env.allowed_hosts = ("localhost",)
     obs, _, _, _, info = env.step("click('12')\nfill('7', 'hi')\n<think>click('9')</think>")
     assert Gym.calls == ["click('12')"]

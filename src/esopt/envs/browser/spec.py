@@ -3,6 +3,8 @@
 Nothing here imports BrowserGym: a config naming env.id=browsergym validates without it."""
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field, field_validator
 
 from ...utils.settings import Strict
@@ -26,6 +28,9 @@ class WebConfig(Strict):
     # processes that play the live episodes' browsers side by side (envs/browser/workers.py); 1: in this process
     workers: int = Field(1, ge=1)
     obs_max_chars: int = Field(4000, ge=200)  # page text per observation; longer pages are cut
+    # the page as text (envs/browser/obs.py): esopt (text held by a plain element shows its id, text areas are
+    # marked) or browsergym (the tree as BrowserGym prints it; esopt's before 2026-12)
+    observation: Literal["esopt", "browsergym"] = "esopt"
     allowed_hosts: list[str] = ["127.0.0.1", "localhost"]  # http(s) hosts pages and goto() may reach
     timeout_ms: int = Field(5000, ge=100)  # every browser call of an action
     chromium: str | None = None  # executable; none: chromium / chromium-browser / google-chrome on PATH
@@ -68,7 +73,7 @@ class WebSource:
             build = BrowserGymEnv
         envs = [build(task=task, seed=seed, max_turns=self.env_cfg.max_turns, obs_max_chars=w.obs_max_chars,
                       allowed_hosts=w.allowed_hosts, timeout_ms=w.timeout_ms, chromium=w.chromium,
-                      headless=w.headless, judge=w.judge.model_dump() if w.judge else None)
+                      headless=w.headless, observation=w.observation, judge=w.judge.model_dump() if w.judge else None)
                 for task, seed in episodes]
         return envs, [f"{task}#{seed}" for task, seed in episodes], [None] * len(envs)
 

@@ -57,7 +57,8 @@ BENCHES = {
     "decode": ("decode", "long replies: esopt's growing KV cache vs transformers' DynamicCache", lambda m, a, c, o: m(c, o, _out(a, "decode"),
                                                                                   max(a.repeats or 3, 1))),
     "web": ("web", "a browser episode: esopt's env vs BrowserGym's default", lambda m, a, c, o: m(_out(a, "web"),
-                                                                                    episodes=a.repeats or 12)),
+                                                                                    episodes=a.repeats or 12,
+                                                                                    sections=names(a.sections))),
     "ray": ("distributed", "one process vs Ray workers on the same cores",
             lambda m, a, c, o: m(c, o, _out(a, "ray"), cores=a.workers or 2, repeats=max(a.repeats or 2, 1))),
     "gpu": ("gpu", "ES at inference speed on a GPU (decode, perturb, population, large models)",
@@ -114,7 +115,8 @@ FLAGS = (  # (flag, add_argument keywords): each says which benches use it
          help="ray: total cores N compared (default 2): one process with N threads, 1 Ray worker x N "
          "threads, N Ray workers x 1 thread")),
     ("--sections", dict(help="gpu: comma-separated subset of demo-float32,demo-bfloat16,4b,27b,compiled "
-         "(default: all; the others are kept from an earlier --out with the same settings)")),
+         "(default: all; the others are kept from an earlier --out with the same settings); "
+         "web: episodes,observation (default both; the other is kept from an earlier --out)")),
     ("--tokenizer", dict(help="gpu: tokenizer of the random-weight 4b/27b models, a folder or model name "
          "(default: the config's model's)")),
     ("--tiny", dict(action="store_true",

@@ -24,34 +24,22 @@ that starts the workers and their browsers. Per setting: the amortised reset
 (wall time of the reset phase / episodes; median over rounds) and episodes per
 second. RESULT web_reset_s: the amortised reset of the fastest setting;
 web_workers_over_inprocess_episodes_per_s: 2 workers vs in-process.
+
+Section ``observation`` (studies/bench/web_obs.py): what the page text costs and
+shows, esopt's observation style against BrowserGym's, over every task the
+scripted solver (studies/bench/web_solver.py) knows. ``sections`` runs a part;
+the other's figures are kept from an earlier OUT.
 """
 from __future__ import annotations
 
-import re
+import json
 import time
+from pathlib import Path
 from statistics import median
 
+from .web_solver import scripted_reply
+
 TASKS = ("miniwob.click-button", "miniwob.enter-text", "miniwob.login-user")
-_BUTTON = re.compile(r"^\s*\[(\w+)\] button '([^']*)'", re.M)
-_TEXTBOX = re.compile(r"^\s*\[(\w+)\] textbox '[^']*'(?:.*?value='([^']*)')?", re.M)
-
-
-def scripted_reply(task: str, obs: str) -> str:
-    """A solver for TASKS that reads only the observation text: it fills what is not filled yet,
-    then presses the button (so an action that failed is simply tried again)."""
-    goal = obs.split("\n", 1)[0]
-    buttons = {name.lower(): bid for bid, name in _BUTTON.findall(obs)}
-    boxes = _TEXTBOX.findall(obs)
-    quoted = re.findall(r'"([^"]*)"', goal)
-    if task == "miniwob.click-button":
-        return f"click('{buttons[quoted[0].lower()]}')"
-    wanted = quoted[:1] if task == "miniwob.enter-text" else quoted[:2]
-    for (bid, value), text in zip(boxes, wanted):
-        if value not in (text, "\u2022" * len(text)):  # password fields show bullets
-            return f"fill('{bid}', {text!r})"
-    return f"click('{buttons['submit' if task == 'miniwob.enter-text' else 'login']}')"
-
-
 class _DefaultEnv:
     """BrowserGym's env as shipped, behind the same reset/step text interface as esopt's."""
 
@@ -156,14 +144,55 @@ def _episode(env, task: str, seed: int) -> dict:
             "reward": reward}
 
 
+SECTIONS = ("episodes", "observation")
+
+
 def main(out: str, episodes: int = 12, chromium: str | None = None, max_turns: int = 6,
-         workers=(1, 2, 4)) -> dict:
-    from ...envs import make
-    from ...envs.browser.browser import close_shared_browsers, find_chromium
-    from ...envs.browser.workers import close_worker_pools
+         workers=(1, 2, 4), sections=None) -> dict:
+    from ...envs.browser.browser import find_chromium
     from .common import write_results
 
+    sections = list(sections or SECTIONS)
+    unknown = [s for s in sections if s not in SECTIONS]
+    if unknown:
+        raise ValueError(f"bench web: unknown section {', '.join(unknown)}; it has {', '.join(SECTIONS)}")
     exe = find_chromium(chromium)
+    results, details = _earlier(out, [s for s in SECTIONS if s not in sections])
+    if "episodes" in sections:
+        got, more = _episodes(exe, episodes, max_turns, workers)
+        results.update(got)
+        details["episodes_section"] = more
+    if "observation" in sections:
+        from .web_obs import observation_cost
+
+        got, more = observation_cost(exe)
+        results.update(got)
+        details["observation_section"] = more
+    write_results(out, "web", results, details)
+    return results
+
+
+def _earlier(out: str, keep: list[str]) -> tuple[dict, dict]:
+    """The figures and details of the sections in ``keep`` from an earlier OUT, if there is one."""
+    if not keep:
+        return {}, {}
+    try:
+        earlier = json.loads(Path(out).read_text())
+    except (OSError, ValueError):
+        return {}, {}
+    prefix = {"episodes": lambda k: not k.startswith("web_obs_"), "observation": lambda k: k.startswith("web_obs_")}
+    results = {k: v for k, v in earlier.get("results", {}).items() if any(prefix[s](k) for s in keep)}
+    details = {f"{s}_section": earlier[f"{s}_section"] for s in keep if f"{s}_section" in earlier}
+    if results:
+        print(f"[bench] keeping {', '.join(keep)} from {out}", flush=True)
+    return results, details
+
+
+def _episodes(exe: str, episodes: int, max_turns: int, workers) -> tuple[dict, dict]:
+    from ...envs import make
+    from ...envs.browser.browser import close_shared_browsers
+    from ...envs.browser.workers import close_worker_pools
+
     plan = [(TASKS[k % len(TASKS)], 1000 + k) for k in range(episodes)]
     envs = {"esopt": {t: make("browsergym", task=t, max_turns=max_turns, chromium=exe) for t in TASKS},
             "default": {t: _DefaultEnv(t, exe, max_turns) for t in TASKS}}
@@ -205,7 +234,6 @@ def main(out: str, episodes: int = 12, chromium: str | None = None, max_turns: i
                / summary["default"]["episodes_per_s"]}
     if 1 in side and 2 in side:
         results["web_workers_over_inprocess_episodes_per_s"] = side[2]["episodes_per_s"] / side[1]["episodes_per_s"]
-    write_results(out, "web", results, {"tasks": list(TASKS), "episodes": episodes, "max_turns": max_turns,
-                                        "chromium": exe, "summary": summary, "episodes_detail": rows,
-                                        "side_by_side": {str(w): row for w, row in side.items()}})
-    return results
+    return results, {"tasks": list(TASKS), "episodes": episodes, "max_turns": max_turns, "chromium": exe,
+                     "summary": summary, "episodes_detail": rows,
+                     "side_by_side": {str(w): row for w, row in side.items()}}
