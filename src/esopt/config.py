@@ -83,6 +83,15 @@ class GRPOConfig(Strict):
     checkpoint_every: int = Field(0, ge=0)  # also checkpoint every N steps (0: only at the end)
 
 
+def _merged(base: dict, over: dict) -> dict:
+    """``over`` on top of ``base``, nested mappings merged key by key (env.web.workers=2 keeps the file's
+    other env.options.web keys)."""
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merged(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
 class EnvConfig(Strict):
     """env: which environment (env.id) and its own settings (env.options, typed by the env's spec:
     esopt.envs.spec). Keys of an env's options written directly under env (env.size=9, as configs
@@ -105,7 +114,7 @@ class EnvConfig(Strict):
                 opts = data.get("options")
                 if hasattr(opts, "model_dump"):
                     opts = opts.model_dump()
-                data["options"] = {**(opts or {}), **loose}  # env.size=9 on the command line wins
+                data["options"] = _merged(opts or {}, loose)  # env.size=9 on the command line wins
         return data
 
     @model_validator(mode="after")

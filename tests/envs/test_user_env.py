@@ -196,3 +196,11 @@ def test_keys_written_directly_under_env_are_its_options():
     with pytest.raises(ConfigError, match=r"bad value for 'env.options.size': 5"):
         load_config("configs/demo.yaml", ["env.size=5"])
     assert load_config("configs/demo.yaml", [f"env.id={GUESS}"]).env.options.high == 8
+
+
+def test_a_nested_key_given_directly_under_env_keeps_the_files_other_nested_keys():
+    """env.web.workers=4 sets one key of the file's env.options.web; it used to replace the whole mapping,
+    dropping configs/miniwob.yaml's obs_max_chars and max_live for their defaults without a word."""
+    web = load_config("configs/miniwob.yaml", ["env.web.workers=4"]).env.options.web
+    assert (web.workers, web.obs_max_chars, web.max_live) == (4, 2000, 16)
+    assert load_config("configs/miniwob.yaml", ["env.options.web.workers=3"]).env.options.web.obs_max_chars == 2000

@@ -33,6 +33,9 @@ EDITS = {
     "coevo.init_logits": {"tip": 1.0},
     "coevo.logit_clip": 3.0,
 }
+# the task set (env.task_set: env.max_turns and env.options but how episodes are run), named by the key that differs
+TASK_SET_EDITS = {"env.max_turns": 5, "env.options.blanks": 3, "env.options.reward": "binary"}
+EDITS.update(TASK_SET_EDITS)
 COMMANDS = {
     "resume": lambda run, tmp: ["train", "--resume", str(run)],
     "extend": lambda run, tmp: ["train", "--resume", str(run), "es.generations=4"],
@@ -74,8 +77,17 @@ def refused(capsys, argv) -> str:
 
 def test_the_history_records_the_settings(runs):
     meta = json.loads((runs[0] / "history.json").read_text())["meta"]
-    assert set(meta["settings"]) == set(EDITS) | {"coevo.mode"}  # (another mode needs a skill library)
+    assert set(meta["settings"]) == set(EDITS) - set(TASK_SET_EDITS) | {"coevo.mode", "env.task_set"}
     assert meta["settings"]["es.population"] == 4 and meta["settings"]["model"] == "tiny-llama"
+    assert meta["settings"]["env.task_set"] == {"max_turns": 3, "options": {"size": 4, "blanks": 2, "reward": "partial"},
+                                                "free": []}
+
+
+def recorded_value(settings: dict, key: str):
+    if key not in TASK_SET_EDITS:
+        return settings[key]
+    task_set = settings["env.task_set"]
+    return task_set["max_turns"] if key == "env.max_turns" else task_set["options"][key.split(".")[-1]]
 
 
 @pytest.mark.parametrize("key", sorted(EDITS))
@@ -83,7 +95,7 @@ def test_the_history_records_the_settings(runs):
 def test_a_hand_edited_key_is_refused(runs, tmp_path, capsys, key, command):
     run = copy_of(runs[0], tmp_path)
     config = yaml.safe_load((run / "config.yaml").read_text())
-    recorded = json.loads((run / "history.json").read_text())["meta"]["settings"][key]
+    recorded = recorded_value(json.loads((run / "history.json").read_text())["meta"]["settings"], key)
     if key == "env.id":
         config["env"] = {"id": "vowels", "max_turns": None, "options": None}
     else:
@@ -133,3 +145,18 @@ def test_a_grpo_checkpoint_is_the_authority_too(grpo_run, tmp_path, capsys, key,
     (run / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     line = refused(capsys, COMMANDS[command](run, tmp_path))
     assert f"says {key}={json.dumps(GRPO_EDITS[key])}, but the run's record was made with" in line, line
+
+
+def test_the_task_set_cannot_change_on_resume_but_how_episodes_are_run_can(runs, tmp_path, capsys):
+    from esopt.config import load_config
+    from esopt.train.resume_check import TASK_SET, get_key
+
+    run = copy_of(runs[0], tmp_path)
+    line = refused(capsys, ["train", "--resume", str(run), "env.options.blanks=3"])
+    assert "env.options.blanks cannot change on resume (2 in" in line and "3 given" in line, line
+    web = load_config("configs/miniwob.yaml", [])
+    runs_otherwise = load_config("configs/miniwob.yaml", ["env.web.workers=4", "env.web.timeout_ms=9000",
+                                                          "env.web.max_live=2", "env.web.headless=false"])
+    assert get_key(web, TASK_SET) == get_key(runs_otherwise, TASK_SET)
+    for other in ("env.web.observation=browsergym", "env.web.obs_max_chars=900", "env.task=miniwob.click-test"):
+        assert get_key(web, TASK_SET) != get_key(load_config("configs/miniwob.yaml", [other]), TASK_SET), other

@@ -29,7 +29,8 @@ class Algorithm:
     title = ""  # in summaries and RESULT lines: ES, GRPO, GEPA
     unit = "generations"  # what one update is called in logs and reports
     budget_key = "es.generations"  # the config key counting updates
-    frozen: tuple[str, ...] = ("model", "algo", "runtime.dtype", "run.seed", "env.id")  # unchangeable on resume
+    # unchangeable on resume; env.task_set: env.max_turns and env.options but their run options (resume_check.task_set)
+    frozen: tuple[str, ...] = ("model", "algo", "runtime.dtype", "run.seed", "env.id", "env.task_set")
     record = "history"  # what a resume continues from (said in messages)
     resumable = True
     on_ray = False  # whether members can be played on Ray workers (train/ray/)

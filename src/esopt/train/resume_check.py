@@ -13,7 +13,45 @@ from ..es.history import RunFolderError
 from .algorithm import algorithm
 
 
+TASK_SET = "env.task_set"
+
+
+def task_set(options: dict, max_turns, free) -> dict:
+    """The episodes a run plays, as its record keeps them: env.max_turns and env.options without the
+    ``free`` keys (the env spec's run_options: workers, timeouts, the browser's path...)."""
+    options = json.loads(json.dumps(options or {}))
+    for dotted in free:
+        *parents, last = dotted.split(".")
+        node = options
+        for part in parents:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            node.pop(last, None)
+    return {"max_turns": max_turns, "options": options, "free": list(free)}
+
+
+def _differs(a, b, prefix: str = "env"):
+    """(dotted key, value in a, value in b) of the first place two task sets (or any JSON data) differ."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in [*a, *(k for k in b if k not in a)]:
+            if k != "free" and a.get(k) != b.get(k):
+                return _differs(a.get(k), b.get(k), f"{prefix}.{k}")
+    return prefix, a, b
+
+
+def _run_options(env_id: str) -> tuple[str, ...]:
+    from ..envs.spec import resolve
+
+    try:
+        return resolve(env_id).run_options
+    except Exception:  # an env that cannot be found here: nothing of it is free
+        return ()
+
+
 def get_key(cfg, dotted: str):
+    if dotted == TASK_SET:
+        env = cfg.env
+        return task_set(plain(env.options), env.max_turns, _run_options(env.id))
     node = cfg
     for part in dotted.split("."):
         node = getattr(node, part)
@@ -32,9 +70,10 @@ def check_resume(run, new, algo=None) -> None:
     algo = algo or algorithm(old.algo)
     for key in algo.frozen:
         if get_key(old, key) != get_key(new, key):
-            raise RunFolderError(f"{key} cannot change on resume ({get_key(old, key)!r} in {run.path}, "
-                                 f"{get_key(new, key)!r} given): the {algo.record} was made with it; start a new run "
-                                 "for other settings")
+            shown, was, now = (_differs(get_key(old, key), get_key(new, key)) if key == TASK_SET
+                               else (key, get_key(old, key), get_key(new, key)))
+            raise RunFolderError(f"{shown} cannot change on resume ({was!r} in {run.path}, {now!r} given): the "
+                                 f"{algo.record} was made with it; start a new run for other settings")
     done = algo.done(run, old)
     key = algo.budget_key
     if get_key(new, key) < done:
@@ -76,10 +115,15 @@ def check_record(run_path, value_of) -> None:
 
     for key, recorded in (recorded_settings(run_path) or {}).items():
         try:
-            have = plain(value_of(key))
+            if key == TASK_SET:  # compared as recorded: without the keys it left out
+                have = task_set(plain(value_of("env.options")), value_of("env.max_turns"), recorded.get("free", ()))
+            else:
+                have = plain(value_of(key))
         except (AttributeError, KeyError):
             have = None
         if have != recorded:
+            if key == TASK_SET and isinstance(have, dict):
+                key, have, recorded = _differs(have, recorded)
             shown = json.dumps(recorded)
             raise RunFolderError(
                 f"{Path(run_path) / 'config.yaml'} says {key}={json.dumps(have)}, but the run's record was made "

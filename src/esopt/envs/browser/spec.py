@@ -129,4 +129,6 @@ def _renderer():
 SPEC = EnvSpec(id="browsergym", factory=BrowserGymEnv, options=BrowserOptions, tasks=WebSource, preflight=preflight,
                renderer=_renderer(), max_live=lambda env_cfg: env_cfg.options.web.max_live,
                default_max_turns=DEFAULT_MAX_TURNS, summary_keys=("task",),
+               run_options=("web.max_live", "web.workers", "web.timeout_ms", "web.chromium", "web.headless",
+                            "web.judge.base_url", "web.judge.api_key_env", "web.judge.timeout_s"),
                description="any BrowserGym task (MiniWoB++, the local shop, WebArena) in a headless chromium")
