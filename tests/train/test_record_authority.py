@@ -77,7 +77,9 @@ def refused(capsys, argv) -> str:
 
 def test_the_history_records_the_settings(runs):
     meta = json.loads((runs[0] / "history.json").read_text())["meta"]
-    assert set(meta["settings"]) == set(EDITS) - set(TASK_SET_EDITS) | {"coevo.mode", "env.task_set"}
+    assert set(meta["settings"]) == set(EDITS) - set(TASK_SET_EDITS) | {"coevo.mode", "env.task_set",
+                                                                         "coevo.library_hash"}
+    assert meta["settings"]["coevo.library_hash"] is None  # weights only: no library
     assert meta["settings"]["es.population"] == 4 and meta["settings"]["model"] == "tiny-llama"
     assert meta["settings"]["env.task_set"] == {"max_turns": 3, "options": {"size": 4, "blanks": 2, "reward": "partial"},
                                                 "free": []}
@@ -160,3 +162,18 @@ def test_the_task_set_cannot_change_on_resume_but_how_episodes_are_run_can(runs,
     assert get_key(web, TASK_SET) == get_key(runs_otherwise, TASK_SET)
     for other in ("env.web.observation=browsergym", "env.web.obs_max_chars=900", "env.task=miniwob.click-test"):
         assert get_key(web, TASK_SET) != get_key(load_config("configs/miniwob.yaml", [other]), TASK_SET), other
+
+
+def test_another_skill_library_in_config_yaml_is_refused_before_the_model_loads(esopt_cache, tmp_path, capsys):
+    skills = ["coevo.mode=both", "coevo.skills=[{name: A, text: alpha}, {name: B, text: bravo}]"]
+    assert main(["train", "configs/demo.yaml", *TINY_OVERRIDES, "es.generations=1", *skills,
+                 f"run.out_dir={tmp_path}", "run.name=c"]) == 0
+    run = tmp_path / "c"
+    recorded = json.loads((run / "history.json").read_text())["meta"]
+    assert recorded["settings"]["coevo.library_hash"] == recorded["context"]["library_hash"]
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    config["coevo"]["skills"][1]["text"] = "charlie"
+    (run / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    for command in ("eval", "report", "resume"):
+        line = refused(capsys, COMMANDS[command](run, tmp_path))
+        assert "names another skill library than the run's record was made with" in line, line

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 from ..es.history import RunFolderError
+from ..utils.settings import ConfigError
 from .algorithm import algorithm
 
 
@@ -48,10 +49,25 @@ def _run_options(env_id: str) -> tuple[str, ...]:
         return ()
 
 
+LIBRARY = "coevo.library_hash"
+
+
+def library_hash(coevo) -> str | None:
+    """The digest of the skill library a coevo config (a CoevoConfig or its dict) searches; None with
+    coevo.mode=weights (no search)."""
+    from ..algos.es.coevo.library import load_library
+    from ..config import CoevoConfig
+
+    coevo = coevo if isinstance(coevo, CoevoConfig) else CoevoConfig.model_validate(coevo or {})
+    return None if coevo.mode == "weights" else load_library(coevo).digest
+
+
 def get_key(cfg, dotted: str):
     if dotted == TASK_SET:
         env = cfg.env
         return task_set(plain(env.options), env.max_turns, _run_options(env.id))
+    if dotted == LIBRARY:
+        return library_hash(cfg.coevo)
     node = cfg
     for part in dotted.split("."):
         node = getattr(node, part)
@@ -69,6 +85,8 @@ def check_resume(run, new, algo=None) -> None:
     old = run.load_config()
     algo = algo or algorithm(old.algo)
     for key in algo.frozen:
+        if key == LIBRARY:  # an override's library is checked against the record by the trainer (it may have moved)
+            continue
         if get_key(old, key) != get_key(new, key):
             shown, was, now = (_differs(get_key(old, key), get_key(new, key)) if key == TASK_SET
                                else (key, get_key(old, key), get_key(new, key)))
@@ -117,6 +135,11 @@ def check_record(run_path, value_of) -> None:
         try:
             if key == TASK_SET:  # compared as recorded: without the keys it left out
                 have = task_set(plain(value_of("env.options")), value_of("env.max_turns"), recorded.get("free", ()))
+            elif key == LIBRARY:
+                try:
+                    have = library_hash(value_of("coevo"))
+                except (ConfigError, OSError, ValueError):  # its file is not reachable from here: the trainer checks
+                    continue
             else:
                 have = plain(value_of(key))
         except (AttributeError, KeyError):
@@ -124,6 +147,11 @@ def check_record(run_path, value_of) -> None:
         if have != recorded:
             if key == TASK_SET and isinstance(have, dict):
                 key, have, recorded = _differs(have, recorded)
+            if key == LIBRARY:
+                raise RunFolderError(
+                    f"{Path(run_path) / 'config.yaml'} names another skill library than the run's record was made "
+                    f"with (hash {str(have)[:12]} now, {str(recorded)[:12]} recorded): restore its coevo.skills / "
+                    "coevo.slots / coevo.library file, or start a new run")
             shown = json.dumps(recorded)
             raise RunFolderError(
                 f"{Path(run_path) / 'config.yaml'} says {key}={json.dumps(have)}, but the run's record was made "

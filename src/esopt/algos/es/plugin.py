@@ -14,8 +14,8 @@ class ES(Algorithm):
     frozen = Algorithm.frozen + (
         "es.scope", "es.noise", "es.rank", "es.table_size", "es.lowrank_others", "es.update_rounding",
         "es.population", "es.antithetic", "es.shaping",
-        # the context search (the library's content is checked by its hash on resume, so its file may move)
-        "coevo.mode", "coevo.lr", "coevo.init_prob", "coevo.init_logits", "coevo.logit_clip")
+        # the context search; its library by content (coevo.library_hash), so the library's file may move
+        "coevo.mode", "coevo.lr", "coevo.init_prob", "coevo.init_logits", "coevo.logit_clip", "coevo.library_hash")
 
     def check(self, cfg, on_ray: bool = False) -> None:
         from ...utils.settings import ConfigError
