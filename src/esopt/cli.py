@@ -31,6 +31,13 @@ def cmd_train(a) -> int:
     return 0
 
 
+def cmd_serve(a) -> int:
+    from .serve.command import run
+
+    print_summary(run(a))
+    return 0
+
+
 def print_summary(summary: dict) -> None:
     algo = summary.get("algo", "es")
     print(f"[esopt] run folder: {summary['run_dir']}")
@@ -166,6 +173,8 @@ EXAMPLES = {
     "adapt": "examples:\n  esopt adapt configs/adapt-demo.yaml\n  esopt adapt configs/adapt-demo.yaml --from runs/RUN"
              "\n  esopt adapt --env ahd-tsp configs/ahd.yaml --budgets 16 --seeds 0,1",
     "baseline": "example:\n  esopt baseline gepa configs/demo.yaml --budget 256",
+    "serve": "examples:\n  esopt serve configs/demo.yaml eval.at_start=false\n  esopt serve --resume runs/RUN"
+             "\n  esopt serve configs/demo.yaml --host 0.0.0.0 --port 8000 --token SECRET",
 }
 
 # name: (help, description, add arguments, handler)
@@ -192,6 +201,11 @@ COMMANDS = {
               "adapt.md with paired wins, ties and losses. Re-running skips finished sub-runs. Args: CONFIG.yaml "
               "[key.path=value ...] (adapt.budgets=[32] etc. set the adapt section); --merge OUT.json A.json B.json "
               "joins the tables of adapt commands over other tasks", args_of("esopt.studies.adapt.command"), cmd_adapt),
+    "serve": ("an ES run whose members any agent harness plays through an OpenAI-compatible endpoint",
+              "Serve each generation's members as OpenAI chat-completions models (member-K; center: the unperturbed "
+              "weights) and take one reward per episode back over /es routes; the update, history, metrics and "
+              "report are a local run's (docs/serve.md). Args: CONFIG.yaml [key.path=value ...] or --resume RUN_DIR",
+              args_of("esopt.serve.command"), cmd_serve),
     "baseline": ("prompt-only baseline from the field (GEPA) on the config's tasks",
                  "Optimise the agent's context (agent.system_prompt and agent.examples' texts) with GEPA on the "
                  "config's training tasks, the task model (weights frozen) as task and reflection LM, under a budget "

@@ -31,6 +31,11 @@ class Session:
     start: int  # the next update to make
 
 
+def remote(runner) -> bool:
+    """Whether members are played on other machines' devices (Ray), not this process's model."""
+    return runner is not None and getattr(runner, "remote", True)
+
+
 def make_runner(workers: int | None = None, address: str | None = None):
     """Where members are played: on Ray with workers / address (train/ray/), else here (None)."""
     if workers is None and address is None:
@@ -66,7 +71,7 @@ def defaults_notice(cfg: Config, algo: Algorithm) -> str | None:
 def start(cfg: Config, runner=None, log=print, **options) -> Session:
     """A new run folder (locked) and the trainer of cfg.algo; a folder left empty by a failure is removed."""
     algo = algorithm(cfg.algo)
-    algo.check(cfg, on_ray=runner is not None)
+    algo.check(cfg, on_ray=remote(runner))
     notice = defaults_notice(cfg, algo)
     if notice:
         log(notice)
@@ -98,8 +103,8 @@ def resume(path: str | Path, overrides=(), algo_name: str | None = None, runner=
     algo = algorithm(cfg.algo)
     if not algo.resumable:
         raise RunFolderError(f"{path} is a {algo.title} run, which cannot be resumed: start a new one")
-    algo.check(cfg, on_ray=runner is not None)
-    check_run_config(cfg, device=runner is None)
+    algo.check(cfg, on_ray=remote(runner))
+    check_run_config(cfg, device=not remote(runner))
     run.lock()
     run.use_config(cfg)
     try:
@@ -154,10 +159,11 @@ def remove_if_empty(run: RunDir) -> None:
 
 def train(config: str | Path | Config | None = None, overrides=(), *, resume_dir: str | Path | None = None,
           algo_name: str | None = None, workers: int | None = None, address: str | None = None,
-          strict: bool = False, **options) -> dict:
+          strict: bool = False, runner=None, **options) -> dict:
     """Check, start (from config + overrides, or a Config) or resume (resume_dir + overrides), train,
     release. Returns the run's summary. Every check that needs no model runs before anything is written.
-    strict (the command line): another algorithm's budget key given without this one's is refused."""
+    strict (the command line): another algorithm's budget key given without this one's is refused.
+    runner: where members are played, if not here or on Ray (esopt serve: by an HTTP client)."""
     on_ray = workers is not None or address is not None
     if resume_dir is None:
         cfg = config if isinstance(config, Config) else load_config(
@@ -172,9 +178,9 @@ def train(config: str | Path | Config | None = None, overrides=(), *, resume_dir
         summary = finished(resume_dir, overrides)
         if summary is not None:
             return summary
-    runner = session = None
+    session = None
     try:
-        runner = make_runner(workers, address)
+        runner = runner or make_runner(workers, address)
         session = (resume(resume_dir, overrides, algo_name, runner, strict) if resume_dir is not None
                    else start(cfg, runner, **options))
         try:

@@ -1,0 +1,149 @@
+"""The HTTP routes of esopt serve (Starlette), served by uvicorn in a thread of its own.
+
+OpenAI-compatible: GET /v1/models, POST /v1/chat/completions (model ``member-K`` or ``center``).
+The ES loop: POST /es/generation/start (the members and the episodes each must play; waits for the
+generation to be published), GET /es/generation (the same, with the rewards posted so far), POST
+/es/reward, POST /es/generation/finish (the update, the history record, metrics), GET /es/status.
+Errors are OpenAI's shape, ``{"error": {"message": one line, "type", "code"}}``, and change nothing.
+Bound to 127.0.0.1 by default; any other address needs a token, sent as ``Authorization: Bearer``.
+Nothing a client sends is evaluated as code: bodies are parsed as JSON into typed fields.
+"""
+from __future__ import annotations
+
+import asyncio
+import hmac
+import ipaddress
+import json
+import threading
+import time
+
+from .protocol import ChatRequest, FinishPost, RewardPost, ServeError, parse
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def needs_token(host: str) -> bool:
+    if host in LOOPBACK:
+        return False
+    try:
+        return not ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return True
+
+
+def build_app(runner, token: str | None = None):
+    from starlette.applications import Starlette
+    from starlette.middleware import Middleware
+    from starlette.middleware.base import BaseHTTPMiddleware
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    def error(err: ServeError) -> JSONResponse:
+        return JSONResponse(err.body(), status_code=err.status)
+
+    async def body_of(request):
+        raw = await request.body()
+        try:
+            return json.loads(raw or b"{}")
+        except ValueError:
+            raise ServeError(400, "the request body is not JSON") from None
+
+    def route(fn):
+        async def handler(request):
+            try:
+                return JSONResponse(await fn(request))
+            except ServeError as err:
+                return error(err)
+        return handler
+
+    async def wait(future):
+        return await asyncio.wrap_future(future)
+
+    async def models(request):
+        status = runner.status()
+        gen = runner.gen
+        names = ["center"] + ([f"member-{k}" for k in range(len(gen.members))] if gen is not None else [])
+        return {"object": "list", "data": [{"id": n, "object": "model", "created": int(time.time()),
+                                            "owned_by": "esopt", "generation": status["generation"]} for n in names]}
+
+    async def chat(request):
+        return await wait(runner.submit_chat(parse(ChatRequest, await body_of(request))))
+
+    async def start(request):
+        return await asyncio.to_thread(runner.assignment)
+
+    async def current(request):
+        return await asyncio.to_thread(runner.assignment, 0.0)
+
+    async def reward(request):
+        return runner.post_reward(parse(RewardPost, await body_of(request)))
+
+    async def finish(request):
+        return await wait(runner.submit_finish(parse(FinishPost, await body_of(request))))
+
+    async def status(request):
+        return runner.status()
+
+    class Auth(BaseHTTPMiddleware):
+        async def dispatch(self, request, call_next):
+            given = request.headers.get("authorization", "")
+            if token is not None and not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+                return error(ServeError(401, "a valid token is required: send Authorization: Bearer <token>",
+                                        "authentication_error"))
+            return await call_next(request)
+
+    async def not_found(request, exc):
+        return error(ServeError(404, f"no route {request.method} {request.url.path}"))
+
+    async def method(request, exc):
+        return error(ServeError(405, f"{request.method} is not allowed on {request.url.path}"))
+
+    routes = [Route("/v1/models", route(models), methods=["GET"]),
+              Route("/v1/chat/completions", route(chat), methods=["POST"]),
+              Route("/es/generation/start", route(start), methods=["POST"]),
+              Route("/es/generation", route(current), methods=["GET"]),
+              Route("/es/reward", route(reward), methods=["POST"]),
+              Route("/es/generation/finish", route(finish), methods=["POST"]),
+              Route("/es/status", route(status), methods=["GET"])]
+    return Starlette(routes=routes, middleware=[Middleware(Auth)], exception_handlers={404: not_found, 405: method})
+
+
+class Server:
+    """uvicorn in a daemon thread; ``url`` once started (port 0: the port the system chose)."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 8000, token: str | None = None, log=print):
+        if needs_token(host) and not token:
+            raise ServeError(400, f"esopt serve --host {host} listens beyond this machine: give --token (or "
+                                  "ESOPT_SERVE_TOKEN), which clients send as their API key")
+        self.host, self.port, self.token, self.log = host, port, token, log
+        self.server = self.thread = None
+        self.url = None
+
+    def start(self, runner) -> None:
+        import uvicorn
+
+        config = uvicorn.Config(build_app(runner, self.token), host=self.host, port=self.port, log_level="warning",
+                                access_log=False, lifespan="off")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, name="esopt-serve", daemon=True)
+        self.thread.start()
+        deadline = time.time() + 30
+        while not self.server.started:
+            if not self.thread.is_alive() or time.time() > deadline:
+                raise ServeError(500, f"the HTTP server did not start on {self.host}:{self.port} (in use?)",
+                                 "server_error")
+            time.sleep(0.01)
+        port = self.server.servers[0].sockets[0].getsockname()[1]
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        self.url = f"http://{host}:{port}"
+        runner_run = runner.trainer.run.path
+        (runner_run / "serve.json").write_text(json.dumps({"url": self.url, "base_url": f"{self.url}/v1"}))
+        self.log(f"[esopt] serving on {self.url}/v1 (members as models member-0.., the unperturbed weights as "
+                 f"center; ES routes under {self.url}/es); this address is also in {runner_run / 'serve.json'}")
+
+    def stop(self) -> None:
+        if self.server is not None:
+            time.sleep(0.05)  # the last responses leave first
+            self.server.should_exit = True
+            if self.thread is not None:
+                self.thread.join(timeout=10)

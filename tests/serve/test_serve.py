@@ -1,0 +1,261 @@
+"""esopt serve: a harness driving the openai client through real HTTP trains the run that esopt would
+train in-process on the same episodes (history, weights hash, evaluations); bad requests are one JSON
+error line and change nothing."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import threading
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("openai")
+pytest.importorskip("uvicorn")
+
+from conftest import TINY_OVERRIDES  # noqa: E402
+from esopt.cli import main  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+GOLDEN = ROOT / "tests" / "golden"
+# Letters grades the reply's text, so tiny random members differ in reward and every generation moves
+SETTINGS = [*TINY_OVERRIDES, "es.generations=2", "es.episodes_per_member=2", "env.id=golden_env:Letters",
+            "es.sigma.start=0.05", "es.sigma.end=0.02", "es.alpha.start=0.01", "es.alpha.end=0.01",
+            "agent.max_new_tokens=3", "agent.batch_size=1"]
+
+
+def harness():
+    spec = importlib.util.spec_from_file_location("serve_harness", ROOT / "examples" / "serve_harness.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def served(out: Path, name: str, extra=()) -> tuple[int, list]:
+    """esopt serve in this thread, the example harness in another; (exit code, harness errors)."""
+    errors = []
+
+    def play():
+        try:
+            harness().main(str(out / name))
+        except BaseException as err:  # noqa: BLE001 (reported by the test)
+            errors.append(err)
+            os.kill(os.getpid(), signal.SIGINT)  # the server would wait for it forever: stop it
+
+    thread = threading.Thread(target=play, daemon=True)
+    thread.start()
+    rc = main(["serve", "configs/demo.yaml", *SETTINGS, *extra, f"run.out_dir={out}", f"run.name={name}",
+               "--port", "0"])
+    thread.join(30)
+    return rc, errors
+
+
+def record(run: Path) -> dict:
+    history = json.loads((run / "history.json").read_text())
+    evals = [m for m in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if m.get("kind") == "eval"]
+    drop = lambda d: {k: v for k, v in d.items() if "time" not in k and "seconds" not in k}  # noqa: E731
+    return {"generations": history["generations"], "settings": history["meta"]["settings"],
+            "base": history["meta"]["base_weights_hash"], "evals": [drop(e) for e in evals],
+            "final": json.loads((run / "summary.json").read_text())["final"]["reward"]}
+
+
+def test_a_harness_through_the_server_trains_what_esopt_trains_in_process(esopt_cache, tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(GOLDEN))
+    assert main(["train", "configs/demo.yaml", *SETTINGS, f"run.out_dir={tmp_path}", "run.name=local"]) == 0
+    rc, errors = served(tmp_path, "served")
+    assert rc == 0 and not errors, errors
+    local, remote = record(tmp_path / "local"), record(tmp_path / "served")
+    assert len(remote["generations"]) == 2
+    assert any(c != 0 for g in remote["generations"] for c in g["coefficients"])  # the weights really moved
+    assert remote == local
+    posted = (tmp_path / "served" / "serve" / "gen0000.jsonl").read_text().splitlines()
+    assert len(posted) == 4 * 2  # every reward the harness posted is on disk
+
+
+# -- bad input and faults, through real HTTP --------------------------------------------------------------
+QUICK = [*SETTINGS, "es.generations=1", "eval.at_start=false"]
+
+
+def wait_for(run: Path) -> str:
+    import time
+
+    while not (run / "serve.json").exists():
+        time.sleep(0.05)
+    return json.loads((run / "serve.json").read_text())["url"]
+
+
+def drive(tmp_path, monkeypatch, client, extra=(), argv=None):
+    """esopt serve (1 generation) in this thread; client(http, run) in another; returns serve's exit code."""
+    import httpx
+
+    monkeypatch.syspath_prepend(str(GOLDEN))
+    run = tmp_path / "s"
+    errors = []
+
+    def play():
+        try:
+            with httpx.Client(base_url=wait_for(run), timeout=120) as http:
+                client(http, run)
+        except BaseException as err:  # noqa: BLE001
+            errors.append(err)
+            os.kill(os.getpid(), signal.SIGINT)
+
+    thread = threading.Thread(target=play, daemon=True)
+    thread.start()
+    rc = main(argv or ["serve", "configs/demo.yaml", *QUICK, *extra, f"run.out_dir={tmp_path}", "run.name=s",
+                       "--port", "0"])
+    thread.join(30)
+    if errors:
+        raise errors[0]
+    return rc
+
+
+def one_error(response, status: int, *words) -> str:
+    assert response.status_code == status, (response.status_code, response.text)
+    body = response.json()
+    message = body["error"]["message"]
+    assert set(body) == {"error"} and "\n" not in message and all(w in message for w in words), message
+    return message
+
+
+def play_all(http, gen, reward=0.5):
+    for episode in gen["episodes"]:
+        if episode["id"] not in gen.get("rewarded", []):
+            assert http.post("/es/reward", json={"episode": episode["id"], "reward": reward}).status_code == 200
+
+
+def test_bad_requests_get_one_json_error_line_and_change_nothing(esopt_cache, tmp_path, monkeypatch):
+    def client(http, run):
+        gen = http.post("/es/generation/start").json()
+        chat = {"model": "member-0", "messages": [{"role": "user", "content": "hi"}]}
+        one_error(http.post("/v1/chat/completions", content=b"{not json"), 400, "not JSON")
+        one_error(http.post("/v1/chat/completions", json={"model": "member-0"}), 400, "messages")
+        one_error(http.post("/v1/chat/completions", json={**chat, "stream": True}), 400, "stream")
+        one_error(http.post("/v1/chat/completions", json={**chat, "temperature": -1}), 400, "temperature")
+        one_error(http.post("/v1/chat/completions", json={**chat, "model": "member-99"}), 404, "member-99", "0 to 3")
+        one_error(http.post("/v1/chat/completions", json={**chat, "model": "gpt-4"}), 404, "'gpt-4'")
+        one_error(http.post("/v1/chat/completions", json={**chat, "messages": [{"role": "tool", "content": "x"}]}),
+                  400, "role")
+        one_error(http.get("/v1/nope"), 404, "no route")
+        one_error(http.post("/es/reward", json={"episode": "g0-m9-e0", "reward": 1}), 404, "not assigned")
+        one_error(http.post("/es/reward", json={"episode": "g7-m0-e0", "reward": 1}), 404, "not assigned")
+        one_error(http.post("/es/reward", json={"episode": "g0-m0-e0", "reward": "high"}), 400, "reward")
+        one_error(http.post("/es/reward", content=b'{"episode": "g0-m0-e0", "reward": NaN}'), 400, "finite")
+        one_error(http.post("/es/reward", json={"episode": "g0-m0-e0", "reward": 1, "member": "member-1"}), 400,
+                  "belongs to member-0")
+        one_error(http.post("/es/reward", json={"episode": "g0-m0-e0", "reward": 1, "code": "import os"}), 400,
+                  "code")
+        assert http.post("/es/reward", json={"episode": "g0-m0-e0", "reward": 1.0}).status_code == 200
+        one_error(http.post("/es/reward", json={"episode": "g0-m0-e0", "reward": 0.0}), 409, "already has a reward")
+        one_error(http.post("/es/generation/finish", json={"missing": "fail"}), 409, "7 of 8", "no reward yet")
+        one_error(http.post("/es/generation/finish", json={"missing": "sometimes"}), 400, "missing")
+        assert not (run / "history.json").exists() or not json.loads((run / "history.json").read_text())["generations"]
+        status = http.get("/es/status").json()
+        assert (status["state"], status["generation"], status["missing"]) == ("playing", 0, 7)
+        got = http.post("/v1/chat/completions", json={**chat, "max_tokens": 2, "n": 2}).json()
+        assert len(got["choices"]) == 2 and got["usage"]["completion_tokens"] <= 4
+        play_all(http, http.get("/es/generation").json())
+        done = http.post("/es/generation/finish", json={}).json()
+        assert done["generations_done"] == 1 and done["finished"], done
+
+    assert drive(tmp_path, monkeypatch, client) == 0
+    posted = [json.loads(x) for x in (tmp_path / "s" / "serve" / "gen0000.jsonl").read_text().splitlines()]
+    assert [p["reward"] for p in posted] == [1.0] + [0.5] * 7  # the refused ones left no trace
+
+
+def test_missing_episodes_wait_or_count_as_the_failure_reward(esopt_cache, tmp_path, monkeypatch):
+    def client(http, run):
+        gen = http.post("/es/generation/start").json()
+        first, *rest = gen["episodes"]
+        play_all(http, {"episodes": rest})
+        box = {}
+        waiter = threading.Thread(target=lambda: box.update(r=http.post("/es/generation/finish",
+                                                                        json={"missing": "wait"}).json()))
+        waiter.start()
+        waiter.join(1.0)
+        assert waiter.is_alive()  # waits for the last reward
+        assert http.post("/es/reward", json={"episode": first["id"], "reward": 0.25}).status_code == 200
+        waiter.join(60)
+        assert box["r"]["generations_done"] == 1
+
+    assert drive(tmp_path, monkeypatch, client) == 0
+
+    def skip_one(http, run):
+        gen = http.post("/es/generation/start").json()
+        play_all(http, {"episodes": gen["episodes"][1:]})
+        assert http.post("/es/generation/finish", json={"missing": "failure_reward"}).json()["finished"]
+
+    other = tmp_path / "f"
+    other.mkdir()
+    assert drive(other, monkeypatch, skip_one, extra=["run.failure_reward=-1"]) == 0
+    history = json.loads((other / "s" / "history.json").read_text())
+    assert history["generations"][0]["rewards"][0] == pytest.approx((-1 + 0.5) / 2)
+
+
+def test_a_harness_that_died_picks_the_generation_up_again(esopt_cache, tmp_path, monkeypatch):
+    def client(http, run):
+        gen = http.post("/es/generation/start").json()
+        play_all(http, {"episodes": gen["episodes"][:3]})
+        # a new harness: start again gives the same generation and says what is rewarded already
+        again = http.post("/es/generation/start").json()
+        assert again["generation"] == 0 and again["rewarded"] == sorted(e["id"] for e in gen["episodes"][:3])
+        assert again["missing"] == 5
+        play_all(http, again)
+        assert http.post("/es/generation/finish", json={}).json()["finished"]
+
+    assert drive(tmp_path, monkeypatch, client) == 0
+
+
+def test_off_this_machine_a_token_is_required(esopt_cache, tmp_path, monkeypatch, capsys):
+    assert main(["serve", "configs/demo.yaml", *QUICK, f"run.out_dir={tmp_path}", "--host", "0.0.0.0"]) == 2
+    assert "--token" in capsys.readouterr().err and not any(tmp_path.iterdir())  # nothing written
+    monkeypatch.setenv("ESOPT_SERVE_TOKEN", "s3cret")
+
+    def client(http, run):
+        one_error(http.get("/es/status"), 401, "token")
+        one_error(http.get("/es/status", headers={"Authorization": "Bearer nope"}), 401, "token")
+        http.headers["Authorization"] = "Bearer s3cret"
+        gen = http.post("/es/generation/start").json()
+        play_all(http, gen)
+        assert http.post("/es/generation/finish", json={}).json()["finished"]
+
+    assert drive(tmp_path, monkeypatch, client) == 0
+
+
+def test_a_server_killed_mid_generation_resumes_with_the_rewards_it_took(esopt_cache, tmp_path):
+    import subprocess
+    import sys
+
+    import httpx
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(GOLDEN), os.environ.get("PYTHONPATH", "")])}
+    run = tmp_path / "s"
+    first = subprocess.Popen([sys.executable, "-m", "esopt", "serve", "configs/demo.yaml", *QUICK,
+                              "es.generations=2", f"run.out_dir={tmp_path}", "run.name=s", "--port", "0"],
+                             env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        with httpx.Client(base_url=wait_for(run), timeout=120) as http:
+            gen = http.post("/es/generation/start").json()
+            play_all(http, {"episodes": gen["episodes"][:5]})
+    finally:
+        first.kill()  # SIGKILL: no clean-up of any kind
+        first.wait()
+    (run / "serve.json").unlink()
+    second = subprocess.Popen([sys.executable, "-m", "esopt", "serve", "--resume", str(run), "--port", "0"],
+                              env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        with httpx.Client(base_url=wait_for(run), timeout=120) as http:
+            gen = http.post("/es/generation/start").json()
+            assert gen["generation"] == 0 and len(gen["rewarded"]) == 5 and gen["missing"] == 3
+            for t in (0, 1):
+                play_all(http, gen)
+                done = http.post("/es/generation/finish", json={}).json()
+                assert done["generations_done"] == t + 1, done
+                if t == 0:
+                    gen = http.post("/es/generation/start").json()
+        assert second.wait(120) == 0, second.stderr.read()
+    finally:
+        second.kill()
+    assert len(json.loads((run / "history.json").read_text())["generations"]) == 2
