@@ -61,10 +61,12 @@ def record(run: Path) -> dict:
             "final": json.loads((run / "summary.json").read_text())["final"]["reward"]}
 
 
-def test_a_harness_through_the_server_trains_what_esopt_trains_in_process(esopt_cache, tmp_path, monkeypatch):
+@pytest.mark.parametrize("noise", ["table", "lowrank"])  # members switched in place / decoded as rows
+def test_a_harness_through_the_server_trains_what_esopt_trains_in_process(esopt_cache, tmp_path, monkeypatch, noise):
     monkeypatch.syspath_prepend(str(GOLDEN))
-    assert main(["train", "configs/demo.yaml", *SETTINGS, f"run.out_dir={tmp_path}", "run.name=local"]) == 0
-    rc, errors = served(tmp_path, "served")
+    assert main(["train", "configs/demo.yaml", *SETTINGS, f"es.noise={noise}", f"run.out_dir={tmp_path}",
+                 "run.name=local"]) == 0
+    rc, errors = served(tmp_path, "served", [f"es.noise={noise}"])
     assert rc == 0 and not errors, errors
     local, remote = record(tmp_path / "local"), record(tmp_path / "served")
     assert len(remote["generations"]) == 2
@@ -259,3 +261,27 @@ def test_a_server_killed_mid_generation_resumes_with_the_rewards_it_took(esopt_c
     finally:
         second.kill()
     assert len(json.loads((run / "history.json").read_text())["generations"]) == 2
+
+
+def test_members_asked_at_once_answer_as_when_asked_one_by_one(esopt_cache, tmp_path, monkeypatch):
+    """Full-rank members switched in place while requests of several members come concurrently: each reply
+    is the one its member gives alone (and center's the unperturbed model's)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def client(http, run):
+        gen = http.post("/es/generation/start").json()
+        asks = [(m, f"say {k}") for k in range(3) for m in ["center", *gen["members"]]]
+
+        def ask(a):
+            body = {"model": a[0], "messages": [{"role": "user", "content": a[1]}], "max_tokens": 3}
+            return http.post("/v1/chat/completions", json=body).json()["choices"][0]["message"]["content"]
+
+        alone = [ask(a) for a in asks]
+        with ThreadPoolExecutor(8) as pool:
+            together = list(pool.map(ask, asks * 2))
+        assert together == alone * 2
+        assert len({alone[k] for k in range(5)}) > 1  # the members really differ
+        play_all(http, gen)
+        assert http.post("/es/generation/finish", json={}).json()["finished"]
+
+    assert drive(tmp_path, monkeypatch, client) == 0
