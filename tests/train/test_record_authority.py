@@ -176,4 +176,4 @@ def test_another_skill_library_in_config_yaml_is_refused_before_the_model_loads(
     (run / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     for command in ("eval", "report", "resume"):
         line = refused(capsys, COMMANDS[command](run, tmp_path))
-        assert "names another skill library than the run's record was made with" in line, line
+        assert "gives another coevo.library_hash" in line and "than the run's record was made with" in line, line

@@ -31,6 +31,9 @@ class Algorithm:
     budget_key = "es.generations"  # the config key counting updates
     # unchangeable on resume; env.task_set: env.max_turns and env.options but their run options (resume_check.task_set)
     frozen: tuple[str, ...] = ("model", "algo", "runtime.dtype", "run.seed", "env.id", "env.task_set")
+    # recorded settings computed from a config value: key -> (the config key it is computed from, function);
+    # checked against config.yaml like the frozen ones, before any model loads (train/resume_check.py)
+    computed: dict = {}
     record = "history"  # what a resume continues from (said in messages)
     resumable = True
     on_ray = False  # whether members can be played on Ray workers (train/ray/)

@@ -49,25 +49,14 @@ def _run_options(env_id: str) -> tuple[str, ...]:
         return ()
 
 
-LIBRARY = "coevo.library_hash"
-
-
-def library_hash(coevo) -> str | None:
-    """The digest of the skill library a coevo config (a CoevoConfig or its dict) searches; None with
-    coevo.mode=weights (no search)."""
-    from ..algos.es.coevo.library import load_library
-    from ..config import CoevoConfig
-
-    coevo = coevo if isinstance(coevo, CoevoConfig) else CoevoConfig.model_validate(coevo or {})
-    return None if coevo.mode == "weights" else load_library(coevo).digest
-
-
 def get_key(cfg, dotted: str):
     if dotted == TASK_SET:
         env = cfg.env
         return task_set(plain(env.options), env.max_turns, _run_options(env.id))
-    if dotted == LIBRARY:
-        return library_hash(cfg.coevo)
+    computed = algorithm(cfg.algo).computed.get(dotted)
+    if computed is not None:
+        source, compute = computed
+        return compute(get_key(cfg, source))
     node = cfg
     for part in dotted.split("."):
         node = getattr(node, part)
@@ -85,7 +74,7 @@ def check_resume(run, new, algo=None) -> None:
     old = run.load_config()
     algo = algo or algorithm(old.algo)
     for key in algo.frozen:
-        if key == LIBRARY:  # an override's library is checked against the record by the trainer (it may have moved)
+        if key in algo.computed:  # e.g. a library's hash: an override's is checked against the record by the trainer
             continue
         if get_key(old, key) != get_key(new, key):
             shown, was, now = (_differs(get_key(old, key), get_key(new, key)) if key == TASK_SET
@@ -131,15 +120,21 @@ def check_record(run_path, value_of) -> None:
     copy (swapped or edited by hand, it must not rewrite the run). value_of(key) -> the config's value."""
     from pathlib import Path
 
-    for key, recorded in (recorded_settings(run_path) or {}).items():
+    settings = recorded_settings(run_path) or {}
+    try:
+        computed = algorithm(settings.get("algo") or value_of("algo")).computed
+    except Exception:  # an unknown algo: the "algo" key itself is compared below
+        computed = {}
+    for key, recorded in settings.items():
         try:
             if key == TASK_SET:  # compared as recorded: without the keys it left out
                 have = task_set(plain(value_of("env.options")), value_of("env.max_turns"), recorded.get("free", ()))
-            elif key == LIBRARY:
+            elif key in computed:
+                source, compute = computed[key]
                 try:
-                    have = library_hash(value_of("coevo"))
-                except (ConfigError, OSError, ValueError):  # its file is not reachable from here: the trainer checks
-                    continue
+                    have = compute(value_of(source))
+                except (ConfigError, OSError, ValueError):  # e.g. a library file not reachable from here: the
+                    continue  # trainer checks it against the record when it loads it
             else:
                 have = plain(value_of(key))
         except (AttributeError, KeyError):
@@ -147,11 +142,11 @@ def check_record(run_path, value_of) -> None:
         if have != recorded:
             if key == TASK_SET and isinstance(have, dict):
                 key, have, recorded = _differs(have, recorded)
-            if key == LIBRARY:
+            if key in computed:
                 raise RunFolderError(
-                    f"{Path(run_path) / 'config.yaml'} names another skill library than the run's record was made "
-                    f"with (hash {str(have)[:12]} now, {str(recorded)[:12]} recorded): restore its coevo.skills / "
-                    "coevo.slots / coevo.library file, or start a new run")
+                    f"{Path(run_path) / 'config.yaml'} gives another {key} ({str(have)[:12]}) than the run's record "
+                    f"was made with ({str(recorded)[:12]}): config.yaml is only a copy (edited or swapped?); restore "
+                    f"its {computed[key][0]} settings, or start a new run")
             shown = json.dumps(recorded)
             raise RunFolderError(
                 f"{Path(run_path) / 'config.yaml'} says {key}={json.dumps(have)}, but the run's record was made "

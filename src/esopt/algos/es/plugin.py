@@ -17,6 +17,8 @@ class ES(Algorithm):
         # the context search; its library by content (coevo.library_hash), so the library's file may move
         "coevo.mode", "coevo.lr", "coevo.init_prob", "coevo.init_logits", "coevo.logit_clip", "coevo.library_hash")
 
+    computed = {"coevo.library_hash": ("coevo", lambda coevo: library_hash(coevo))}
+
     def check(self, cfg, on_ray: bool = False) -> None:
         from ...utils.settings import ConfigError
 
@@ -106,3 +108,13 @@ class ES(Algorithm):
         noise = meta.get("noise", c("es.noise"))
         return [("ES", es), ("schedules", sched),
                 ("noise", json.dumps(noise) if isinstance(noise, (dict, list)) else str(noise))]
+
+
+def library_hash(coevo) -> str | None:
+    """The digest of the skill library a coevo config (a CoevoConfig or its dict) searches; None with
+    coevo.mode=weights (no search)."""
+    from ...config import CoevoConfig
+    from .coevo.library import load_library
+
+    coevo = coevo if isinstance(coevo, CoevoConfig) else CoevoConfig.model_validate(coevo or {})
+    return None if coevo.mode == "weights" else load_library(coevo).digest
