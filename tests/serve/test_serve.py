@@ -285,3 +285,22 @@ def test_members_asked_at_once_answer_as_when_asked_one_by_one(esopt_cache, tmp_
         assert http.post("/es/generation/finish", json={}).json()["finished"]
 
     assert drive(tmp_path, monkeypatch, client) == 0
+
+
+def test_ctrl_c_while_the_client_plays_stops_with_the_serve_resume_command(esopt_cache, tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(GOLDEN), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-m", "esopt", "serve", "configs/demo.yaml", *QUICK,
+                             f"run.out_dir={tmp_path}", "run.name=s", "--port", "0"], env=env, cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for(tmp_path / "s")
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(60) == 130
+        assert f"continue with: esopt serve --resume {tmp_path / 's'}" in proc.stdout.read()
+    finally:
+        proc.kill()

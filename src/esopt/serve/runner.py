@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..models.policy import Sampling
+from ..train import stop
 from ..train.members import batched
 from ..train.runner import LocalRunner, Played
 from ..utils.seeding import derive_seed
@@ -93,6 +94,7 @@ class ServeRunner(LocalRunner):
     server (serve/app.py), given this runner; ``missing``: the default for episodes without a reward at finish."""
 
     remote = False  # the model is this process's (train/session.py)
+    command = "esopt serve"  # how a stopped run is continued (train/session.py stopped_line)
 
     def __init__(self, server=None, missing: str = "fail"):
         super().__init__()
@@ -228,7 +230,12 @@ class ServeRunner(LocalRunner):
     def _serve(self, gen: Generation, weights: contextlib.ExitStack) -> Played:
         current = [CENTER]  # whose weights are in place now
         while True:
-            job = self.jobs.get()
+            try:
+                job = self.jobs.get(timeout=0.5)
+            except queue.Empty:
+                if stop.requested():  # Ctrl-C / SIGTERM while the client plays: the generation is not recorded
+                    raise stop.Stopped(gen.t) from None  # (its posted rewards are kept in RUN/serve/)
+                continue
             if job.kind == "chat":
                 chats = [job] + self._more_chats()
                 self._answer(gen, chats, weights, current)

@@ -145,8 +145,9 @@ def stopped_line(session: Session, how: str) -> Stopped:
     algo, run = session.algo, session.run
     done = algo.done(run, session.cfg)
     total = get_key(session.cfg, algo.budget_key)
+    command = getattr(getattr(session.trainer, "runner", None), "command", "esopt train")  # esopt serve: its own
     return Stopped(f"[esopt] stopped {how}: {run.path} keeps {done} of {total} {algo.unit} (its {algo.record}); "
-                   f"continue with: esopt train --resume {run.path}")
+                   f"continue with: {command} --resume {run.path}")
 
 
 def remove_if_empty(run: RunDir) -> None:
