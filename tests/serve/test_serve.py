@@ -304,3 +304,16 @@ def test_ctrl_c_while_the_client_plays_stops_with_the_serve_resume_command(esopt
         assert f"continue with: esopt serve --resume {tmp_path / 's'}" in proc.stdout.read()
     finally:
         proc.kill()
+
+
+def test_bench_serve_times_concurrent_clients_against_the_in_process_rollout(esopt_cache, tmp_path, capsys):
+    out = tmp_path / "serve.json"
+    assert main(["bench", "serve", "configs/demo.yaml", *TINY_OVERRIDES, "es.episodes_per_member=2",
+                 "--clients", "1,4", "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    res = data["results"]
+    assert [r["clients"] for r in data["served"]] == [1, 4] and len(data["inprocess"]) == 2
+    assert all(r["episodes"] == 8 and r["requests"] >= 8 for r in data["served"])
+    assert res["serve_requests_per_s_c4"] > 0 and res["serve_over_inprocess_episodes_per_s_c1"] > 0
+    assert res["serve_tokens_per_s_c1"] > 0 and res["inprocess_episodes_per_s"] > 0
+    assert capsys.readouterr().out.strip().splitlines()[-1].startswith("RESULT serve_")

@@ -59,6 +59,8 @@ BENCHES = {
     "web": ("web", "a browser episode: esopt's env vs BrowserGym's default", lambda m, a, c, o: m(_out(a, "web"),
                                                                                     episodes=a.repeats or 12,
                                                                                     sections=names(a.sections))),
+    "serve": ("serve", "a generation played by 1, 8 and 32 HTTP clients through esopt serve vs the in-process rollout",
+              lambda m, a, c, o: m(c, o, _out(a, "serve"), clients=ints(a.clients, "--clients", "1,8,32"))),
     "ray": ("distributed", "one process vs Ray workers on the same cores",
             lambda m, a, c, o: m(c, o, _out(a, "ray"), cores=a.workers or 2, repeats=max(a.repeats or 2, 1))),
     "gpu": ("gpu", "ES at inference speed on a GPU (decode, perturb, population, large models)",
@@ -117,6 +119,7 @@ FLAGS = (  # (flag, add_argument keywords): each says which benches use it
     ("--sections", dict(help="gpu: comma-separated subset of demo-float32,demo-bfloat16,4b,27b,compiled "
          "(default: all; the others are kept from an earlier --out with the same settings); "
          "web: episodes,observation (default both; the other is kept from an earlier --out)")),
+    ("--clients", dict(help="serve: concurrent clients per timed generation, comma-separated (default 1,8,32)")),
     ("--tokenizer", dict(help="gpu: tokenizer of the random-weight 4b/27b models, a folder or model name "
          "(default: the config's model's)")),
     ("--tiny", dict(action="store_true",

@@ -1,0 +1,130 @@
+"""esopt bench serve: a generation played by HTTP clients through esopt serve vs by esopt's own rollout.
+
+Served: one `esopt serve` run of len(clients) generations; generation g is played by clients[g]
+concurrent clients (threads, each with its own `openai` client), which split the generation's
+episodes between them and play each turn by turn (the config's env, esopt's task source: the
+same episodes a local run plays), then post its reward; the timer runs from the first start
+request to the last reward. In-process: `esopt train` with the same config and length; its
+rollout time per generation. Per setting: requests/s, completion tokens/s, mean request
+latency, episodes/s, and episodes/s over the in-process rollout's median.
+RESULT lines: serve_requests_per_s_c<N>, serve_tokens_per_s_c<N>, serve_latency_s_c<N>,
+serve_over_inprocess_episodes_per_s_c<N> for each N, and inprocess_episodes_per_s.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from statistics import mean, median
+
+DEFAULT_CLIENTS = (1, 8, 32)
+
+
+def _episode(llm, es, cfg, agent, env, obs, member: str, episode: str) -> dict:
+    from ...agent.rollout import turn_limit
+
+    if obs is None:
+        obs, _ = env.reset()
+    past, total, latencies, tokens = [], 0.0, [], 0
+    limit = turn_limit(env, cfg.env.max_turns)
+    while True:
+        t0 = time.perf_counter()
+        answer = llm.chat.completions.create(model=member, messages=agent.conversation(past, obs),
+                                             temperature=cfg.agent.sampling.temperature,
+                                             max_tokens=cfg.agent.max_new_tokens)
+        latencies.append(time.perf_counter() - t0)
+        tokens += answer.usage.completion_tokens
+        reply = answer.choices[0].message.content
+        following, reward, done, truncated, _ = env.step(reply)
+        total += reward
+        past.append((obs, reply))
+        obs = following
+        if done or truncated or (limit and len(past) >= limit):
+            break
+    es.post("/es/reward", json={"episode": episode, "reward": total}).raise_for_status()
+    return {"latencies": latencies, "tokens": tokens}
+
+
+def _clients(run: Path, cfg, clients, rows: list) -> None:
+    """Plays generation g of the served run with clients[g] concurrent clients (module docstring)."""
+    import httpx
+    import openai
+
+    from ...agent.rollout import AgentContext
+    from ...train.tasks import TaskSource
+
+    while not (run / "serve.json").exists():
+        time.sleep(0.05)
+    where = json.loads((run / "serve.json").read_text())
+    agent, tasks = AgentContext.from_config(cfg.agent), TaskSource(cfg.env, cfg.tasks, cfg.run.seed)
+    with httpx.Client(base_url=where["url"], timeout=600) as es:
+        for n in clients:
+            llms = [openai.OpenAI(base_url=where["base_url"], api_key="none", timeout=600) for _ in range(n)]
+            t0 = time.perf_counter()
+            gen = es.post("/es/generation/start").json()
+            work = []
+            for member in gen["members"]:
+                envs, _, obs = tasks.train(gen["episodes_per_member"], gen["generation"])
+                mine = [e for e in gen["episodes"] if e["member"] == member]
+                work += [(member, e["id"], env, o) for e, env, o in zip(mine, envs, obs)]
+            with ThreadPoolExecutor(n) as pool:
+                done = list(pool.map(lambda k: _episode(llms[k % n], es, cfg, agent, work[k][2], work[k][3],
+                                                        work[k][0], work[k][1]), range(len(work))))
+            wall = time.perf_counter() - t0
+            es.post("/es/generation/finish", json={}).raise_for_status()
+            lat = [x for d in done for x in d["latencies"]]
+            rows.append({"clients": n, "episodes": len(work), "requests": len(lat), "seconds": wall,
+                         "completion_tokens": sum(d["tokens"] for d in done), "latency_s_mean": mean(lat)})
+            print(f"[bench serve] {n} clients: {len(work)} episodes, {len(lat)} requests in {wall:.1f}s "
+                  f"({len(lat) / wall:.2f} requests/s, latency {mean(lat):.3f}s)", flush=True)
+
+
+def main(config: str, overrides: list[str], out: str, clients=DEFAULT_CLIENTS) -> dict:
+    from ...cli import main as esopt
+    from ...config import load_config
+    from .common import write_results
+
+    clients = tuple(clients or DEFAULT_CLIENTS)
+    work = Path(out).with_suffix("")
+    base = [*overrides, f"es.generations={len(clients)}", "eval.at_start=false", "eval.every=0",
+            f"run.out_dir={work}"]
+    cfg = load_config(config, [*base, "run.name=served"])
+    if (work / "served").exists() or (work / "local").exists():
+        raise FileExistsError(f"{work} holds runs of an earlier bench serve: remove it first")
+    rows: list[dict] = []
+    failed = []
+
+    def play():
+        try:
+            _clients(work / "served", cfg, clients, rows)
+        except BaseException as err:  # noqa: BLE001 (the server would wait for it forever)
+            failed.append(err)
+            os.kill(os.getpid(), signal.SIGINT)
+
+    thread = threading.Thread(target=play, daemon=True)
+    thread.start()
+    if esopt(["serve", config, *base, "run.name=served", "--port", "0"]) != 0 or failed:
+        raise RuntimeError(f"bench serve: the served run failed: {failed[0] if failed else 'see above'}")
+    thread.join(30)
+    if esopt(["train", config, *base, "run.name=local"]) != 0:
+        raise RuntimeError("bench serve: the in-process run failed")
+    local = [m for m in map(json.loads, (work / "local" / "metrics.jsonl").read_text().splitlines())
+             if m.get("kind") == "train"]
+    episodes = rows[0]["episodes"]
+    inprocess = episodes / median(m["time_rollout"] for m in local)
+    results = {"inprocess_episodes_per_s": inprocess}
+    for r in rows:
+        n = r["clients"]
+        results[f"serve_requests_per_s_c{n}"] = r["requests"] / r["seconds"]
+        results[f"serve_tokens_per_s_c{n}"] = r["completion_tokens"] / r["seconds"]
+        results[f"serve_latency_s_c{n}"] = r["latency_s_mean"]
+        results[f"serve_over_inprocess_episodes_per_s_c{n}"] = r["episodes"] / r["seconds"] / inprocess
+    write_results(out, "serve", results, {"config": config, "overrides": list(overrides), "clients": list(clients),
+                                          "served": rows, "inprocess": [{k: m[k] for k in ("generation",
+                                                                                           "time_rollout", "tokens")}
+                                                                        for m in local]})
+    return results
