@@ -53,10 +53,12 @@ def test_a_signal_stops_the_run_with_its_resume_line(esopt_cache, tmp_path, caps
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
     last = err.strip().splitlines()[-1]
-    how = "now" if len(signals) == 2 else "at a safe point"
+    # twice: at once, unless the generation in progress ended in the 50 ms between the two (then the first one's
+    # safe point came first: a 1-in-20 race on a fast machine, seen in CI)
+    hows = ("now", "at a safe point") if len(signals) == 2 else ("at a safe point",)
     kept = generations(run)  # history.json parses: never torn
-    assert last == f"[esopt] stopped {how}: {run} keeps {kept} of 200 generations (its history); continue with: " \
-                   f"esopt train --resume {run}"
+    assert last in [f"[esopt] stopped {how}: {run} keeps {kept} of 200 generations (its history); continue with: "
+                    f"esopt train --resume {run}" for how in hows], last
     assert "Traceback" not in err
     if len(signals) == 1:
         assert "stopping after the update in progress is recorded" in out
