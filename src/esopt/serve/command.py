@@ -21,22 +21,29 @@ def add_arguments(p) -> None:
 
 
 def run(a) -> dict:
+    config, overrides = split_args(a.args)
+    if a.resume and config:
+        raise SystemExit("esopt: error: --resume takes the run's own config; pass no config file")
+    if not a.resume and not config:
+        raise SystemExit("esopt: error: serve needs a config file (e.g. esopt serve configs/demo.yaml) or "
+                         "--resume RUN_DIR")
+    return serve(config, overrides, a.resume, a.host, a.port, a.token or os.environ.get("ESOPT_SERVE_TOKEN"),
+                 a.missing)
+
+
+def serve(config, overrides=(), resume_dir=None, host: str = "127.0.0.1", port: int = 8000, token: str | None = None,
+          missing: str = "fail") -> dict:
+    """Train an ES run whose members a client plays over HTTP (start from config + overrides, or resume
+    resume_dir); returns its summary once the last generation is finished."""
     from ..config import load_config
     from ..train.session import train
     from .app import Server
     from .protocol import ServeError
     from .runner import ServeRunner
 
-    config, overrides = split_args(a.args)
-    if a.resume and config:
-        raise SystemExit("esopt: error: --resume takes the run's own config; pass no config file")
-    if not a.resume and not config:
-        raise SystemExit("esopt: error: serve needs a config file (e.g. esopt serve configs/serve-demo.yaml) or "
-                         "--resume RUN_DIR")
-    server = Server(a.host, a.port, a.token or os.environ.get("ESOPT_SERVE_TOKEN"))  # checked before any folder
-    if not a.resume:
-        config = load_config(config, overrides)
+    server = Server(host, port, token)  # checked before any folder is made
+    if resume_dir is None:
+        config = load_config(config, list(overrides))
         if config.algo != "es":
             raise ServeError(400, f"esopt serve trains with ES; algo={config.algo} is not served")
-    runner = ServeRunner(server, missing=a.missing)
-    return train(config, overrides, resume_dir=a.resume, runner=runner, strict=True)
+    return train(config, overrides, resume_dir=resume_dir, runner=ServeRunner(server, missing=missing), strict=True)

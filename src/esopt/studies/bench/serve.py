@@ -84,8 +84,9 @@ def _clients(run: Path, cfg, clients, rows: list) -> None:
 
 
 def main(config: str, overrides: list[str], out: str, clients=DEFAULT_CLIENTS) -> dict:
-    from ...cli import main as esopt
     from ...config import load_config
+    from ...serve.command import serve
+    from ...train.session import train
     from .common import write_results
 
     clients = tuple(clients or DEFAULT_CLIENTS)
@@ -107,11 +108,14 @@ def main(config: str, overrides: list[str], out: str, clients=DEFAULT_CLIENTS) -
 
     thread = threading.Thread(target=play, daemon=True)
     thread.start()
-    if esopt(["serve", config, *base, "run.name=served", "--port", "0"]) != 0 or failed:
-        raise RuntimeError(f"bench serve: the served run failed: {failed[0] if failed else 'see above'}")
+    try:
+        serve(config, [*base, "run.name=served"], port=0)
+    except BaseException:
+        if failed:
+            raise RuntimeError(f"bench serve: a client failed: {failed[0]}") from None
+        raise
     thread.join(30)
-    if esopt(["train", config, *base, "run.name=local"]) != 0:
-        raise RuntimeError("bench serve: the in-process run failed")
+    train(config, [*base, "run.name=local"])
     local = [m for m in map(json.loads, (work / "local" / "metrics.jsonl").read_text().splitlines())
              if m.get("kind") == "train"]
     episodes = rows[0]["episodes"]
