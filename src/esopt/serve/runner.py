@@ -103,10 +103,9 @@ class ServeRunner(LocalRunner):
         self.lock = threading.Lock()  # guards gen, rewards and the state below (HTTP threads and the trainer's)
         self.ready = threading.Event()  # a generation is published
         self.gen: Generation | None = None
-        self.state = "starting"  # starting | playing | updating | finished | failed
+        self.state = "starting"  # starting | playing | updating | finished
         self.finishing: _Job | None = None  # the finish request whose record is being written
         self.requests = 0
-        self.served_tokens = 0
 
     # -- the trainer's side ----------------------------------------------------------------------
     def start(self, trainer) -> None:
@@ -152,9 +151,7 @@ class ServeRunner(LocalRunner):
     def close(self) -> None:
         self._written(final=True)
         with self.lock:
-            if self.state != "failed":
-                self.state = "finished"
-            self.gen = None
+            self.state, self.gen = "finished", None
         self.ready.set()  # start requests waiting now hear that training is over
         self._fail_waiting(ServeError(409, "training is over: nothing more is served"))
         if self.server is not None:
@@ -164,7 +161,7 @@ class ServeRunner(LocalRunner):
     def submit_chat(self, req: ChatRequest) -> concurrent.futures.Future:
         k = member_index(req.model)
         with self.lock:
-            if self.state in ("finished", "failed"):
+            if self.state == "finished":
                 raise ServeError(409, "training is over: nothing more is served")
             gen = self.gen
             if k is not None:
@@ -181,13 +178,18 @@ class ServeRunner(LocalRunner):
 
     def assignment(self, wait_s: float = 600.0) -> dict:
         """The generation being played (its members and episodes); waits for the next one to be published."""
-        if not self.ready.wait(wait_s):
-            raise ServeError(503, f"no generation was published within {wait_s:.0f}s (the server is updating or "
-                                  "evaluating); try again", "server_error")
-        with self.lock:
-            if self.gen is None:
-                raise ServeError(409, "training is over: no generation to play")
-            return self.gen.assignment()
+        deadline = time.time() + wait_s
+        while True:
+            ready = self.ready.wait(max(0.0, deadline - time.time()))
+            with self.lock:
+                if self.gen is not None:
+                    return self.gen.assignment()
+                if self.state == "finished":
+                    raise ServeError(409, "training is over: no generation to play")
+            if not ready or time.time() >= deadline:
+                raise ServeError(503, "no generation is being played now (the server is updating or evaluating); "
+                                      "POST /es/generation/start waits for the next one", "server_error")
+            time.sleep(0.01)  # published and finished meanwhile: wait for the next
 
     def post_reward(self, post: RewardPost) -> dict:
         with self.lock:
@@ -284,6 +286,7 @@ class ServeRunner(LocalRunner):
                 gen.rewards[e] = failure
                 gen.metadata[e] = {"missing": True}
             self.gen, self.state = None, "updating"
+            self.ready.clear()
         self.finishing = job
         return self._played(gen, missing)
 
