@@ -226,6 +226,7 @@ def test_off_this_machine_a_token_is_required(esopt_cache, tmp_path, monkeypatch
     assert drive(tmp_path, monkeypatch, client) == 0
 
 
+@pytest.mark.slow  # subprocesses / two runs: the default tier stays near 5 minutes
 def test_a_server_killed_mid_generation_resumes_with_the_rewards_it_took(esopt_cache, tmp_path):
     import subprocess
     import sys
@@ -287,6 +288,7 @@ def test_members_asked_at_once_answer_as_when_asked_one_by_one(esopt_cache, tmp_
     assert drive(tmp_path, monkeypatch, client) == 0
 
 
+@pytest.mark.slow  # subprocesses / two runs: the default tier stays near 5 minutes
 def test_ctrl_c_while_the_client_plays_stops_with_the_serve_resume_command(esopt_cache, tmp_path):
     import subprocess
     import sys
@@ -306,6 +308,7 @@ def test_ctrl_c_while_the_client_plays_stops_with_the_serve_resume_command(esopt
         proc.kill()
 
 
+@pytest.mark.slow  # subprocesses / two runs: the default tier stays near 5 minutes
 def test_bench_serve_times_concurrent_clients_against_the_in_process_rollout(esopt_cache, tmp_path, capsys):
     out = tmp_path / "serve.json"
     assert main(["bench", "serve", "configs/demo.yaml", *TINY_OVERRIDES, "es.episodes_per_member=2",
