@@ -114,6 +114,16 @@ def drive(tmp_path, monkeypatch, client, extra=(), argv=None):
     return rc
 
 
+def serve_process(*args: str, **popen):
+    """`python -m esopt serve ARGS` in a process of its own (golden_env importable), in the repository root."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(GOLDEN), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.Popen([sys.executable, "-m", "esopt", "serve", *args, "--port", "0"], env=env, cwd=ROOT,
+                            text=True, **popen)
+
+
 def one_error(response, status: int, *words) -> str:
     assert response.status_code == status, (response.status_code, response.text)
     body = response.json()
@@ -229,15 +239,12 @@ def test_off_this_machine_a_token_is_required(esopt_cache, tmp_path, monkeypatch
 @pytest.mark.slow  # subprocesses / two runs: the default tier stays near 5 minutes
 def test_a_server_killed_mid_generation_resumes_with_the_rewards_it_took(esopt_cache, tmp_path):
     import subprocess
-    import sys
 
     import httpx
 
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(GOLDEN), os.environ.get("PYTHONPATH", "")])}
     run = tmp_path / "s"
-    first = subprocess.Popen([sys.executable, "-m", "esopt", "serve", "configs/demo.yaml", *QUICK,
-                              "es.generations=2", f"run.out_dir={tmp_path}", "run.name=s", "--port", "0"],
-                             env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    first = serve_process("configs/demo.yaml", *QUICK, "es.generations=2", f"run.out_dir={tmp_path}", "run.name=s",
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         with httpx.Client(base_url=wait_for(run), timeout=120) as http:
             gen = http.post("/es/generation/start").json()
@@ -246,8 +253,7 @@ def test_a_server_killed_mid_generation_resumes_with_the_rewards_it_took(esopt_c
         first.kill()  # SIGKILL: no clean-up of any kind
         first.wait()
     (run / "serve.json").unlink()
-    second = subprocess.Popen([sys.executable, "-m", "esopt", "serve", "--resume", str(run), "--port", "0"],
-                              env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    second = serve_process("--resume", str(run), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         with httpx.Client(base_url=wait_for(run), timeout=120) as http:
             gen = http.post("/es/generation/start").json()
@@ -291,13 +297,10 @@ def test_members_asked_at_once_answer_as_when_asked_one_by_one(esopt_cache, tmp_
 @pytest.mark.slow  # subprocesses / two runs: the default tier stays near 5 minutes
 def test_ctrl_c_while_the_client_plays_stops_with_the_serve_resume_command(esopt_cache, tmp_path):
     import subprocess
-    import sys
     import time
 
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(GOLDEN), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.Popen([sys.executable, "-m", "esopt", "serve", "configs/demo.yaml", *QUICK,
-                             f"run.out_dir={tmp_path}", "run.name=s", "--port", "0"], env=env, cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = serve_process("configs/demo.yaml", *QUICK, f"run.out_dir={tmp_path}", "run.name=s",
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         wait_for(tmp_path / "s")
         time.sleep(0.5)
