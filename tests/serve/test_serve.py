@@ -61,12 +61,13 @@ def record(run: Path) -> dict:
             "final": json.loads((run / "summary.json").read_text())["final"]["reward"]}
 
 
-@pytest.mark.parametrize("noise", ["table", "lowrank"])  # members switched in place / decoded as rows
+@pytest.mark.parametrize("noise", [["es.noise=table"], ["es.noise=lowrank"],  # switched in place / as rows
+                                   ["es.noise=lowrank", "es.lowrank_others=full"]],  # both
+                         ids=["table", "lowrank", "lowrank-others-full"])
 def test_a_harness_through_the_server_trains_what_esopt_trains_in_process(esopt_cache, tmp_path, monkeypatch, noise):
     monkeypatch.syspath_prepend(str(GOLDEN))
-    assert main(["train", "configs/demo.yaml", *SETTINGS, f"es.noise={noise}", f"run.out_dir={tmp_path}",
-                 "run.name=local"]) == 0
-    rc, errors = served(tmp_path, "served", [f"es.noise={noise}"])
+    assert main(["train", "configs/demo.yaml", *SETTINGS, *noise, f"run.out_dir={tmp_path}", "run.name=local"]) == 0
+    rc, errors = served(tmp_path, "served", noise)
     assert rc == 0 and not errors, errors
     local, remote = record(tmp_path / "local"), record(tmp_path / "served")
     assert len(remote["generations"]) == 2
@@ -144,7 +145,6 @@ def test_bad_requests_get_one_json_error_line_and_change_nothing(esopt_cache, tm
         chat = {"model": "member-0", "messages": [{"role": "user", "content": "hi"}]}
         one_error(http.post("/v1/chat/completions", content=b"{not json"), 400, "not JSON")
         one_error(http.post("/v1/chat/completions", json={"model": "member-0"}), 400, "messages")
-        one_error(http.post("/v1/chat/completions", json={**chat, "stream": True}), 400, "stream")
         one_error(http.post("/v1/chat/completions", json={**chat, "temperature": -1}), 400, "temperature")
         one_error(http.post("/v1/chat/completions", json={**chat, "model": "member-99"}), 404, "member-99", "0 to 3")
         one_error(http.post("/v1/chat/completions", json={**chat, "model": "gpt-4"}), 404, "'gpt-4'")
@@ -168,6 +168,18 @@ def test_bad_requests_get_one_json_error_line_and_change_nothing(esopt_cache, tm
         assert (status["state"], status["generation"], status["missing"]) == ("playing", 0, 7)
         got = http.post("/v1/chat/completions", json={**chat, "max_tokens": 2, "n": 2}).json()
         assert len(got["choices"]) == 2 and got["usage"]["completion_tokens"] <= 4
+        # streamed (OpenAI's chunks, the whole reply once decoded): the same replies and usage
+        import openai
+
+        llm = openai.OpenAI(base_url=json.loads((run / "serve.json").read_text())["base_url"], api_key="none")
+        texts, usage = ["", ""], None
+        for chunk in llm.chat.completions.create(**chat, max_tokens=2, n=2, stream=True,
+                                                 stream_options={"include_usage": True}):
+            for c in chunk.choices:
+                texts[c.index] += c.delta.content or ""
+            usage = chunk.usage or usage
+        assert texts == [c["message"]["content"] for c in got["choices"]]
+        assert usage.completion_tokens == got["usage"]["completion_tokens"]
         play_all(http, http.get("/es/generation").json())
         done = http.post("/es/generation/finish", json={}).json()
         assert done["generations_done"] == 1 and done["finished"], done
@@ -294,6 +306,37 @@ def test_members_asked_at_once_answer_as_when_asked_one_by_one(esopt_cache, tmp_
     assert drive(tmp_path, monkeypatch, client) == 0
 
 
+def test_a_member_keeps_the_weights_while_its_clients_play_their_turns(esopt_cache, tmp_path, monkeypatch):
+    """Full-rank: every episode of every member played at once, turn by turn. Without stickiness the members
+    take turns and each turn switches the weights (about members x turns switches); with it, a member whose
+    clients come back within STICKY_S keeps the weights until its episodes are over."""
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    turns = 3
+
+    def client(http, run):
+        gen = http.post("/es/generation/start").json()
+
+        def episode(e):
+            for k in range(turns):
+                time.sleep(0.02)  # the harness's own work between turns (an env step): longer than BATCH_WAIT_S
+                body = {"model": e["member"], "messages": [{"role": "user", "content": f"turn {k}"}], "max_tokens": 2}
+                assert http.post("/v1/chat/completions", json=body).status_code == 200
+            assert http.post("/es/reward", json={"episode": e["id"], "reward": 0.5}).status_code == 200
+
+        with ThreadPoolExecutor(len(gen["episodes"])) as pool:
+            list(pool.map(episode, gen["episodes"]))
+        assert http.post("/es/generation/finish", json={}).json()["finished"]
+
+    assert drive(tmp_path, monkeypatch, client) == 0
+    line = next(m for m in map(json.loads, (tmp_path / "s" / "metrics.jsonl").read_text().splitlines())
+                if m.get("kind") == "train")
+    members = 4
+    assert line["served_batches"] == members * 2 * turns  # agent.batch_size=1: one request a batch
+    assert members <= line["served_switches"] <= members * turns // 2, line
+
+
 @pytest.mark.slow  # subprocesses / two runs: the default tier stays near 5 minutes
 def test_ctrl_c_while_the_client_plays_stops_with_the_serve_resume_command(esopt_cache, tmp_path):
     import subprocess
@@ -319,7 +362,7 @@ def test_bench_serve_times_concurrent_clients_against_the_in_process_rollout(eso
     data = json.loads(out.read_text())
     res = data["results"]
     assert [r["clients"] for r in data["served"]] == [1, 4] and len(data["inprocess"]) == 2
-    assert all(r["episodes"] == 8 and r["requests"] >= 8 for r in data["served"])
+    assert all(r["episodes"] == 8 and r["requests"] >= 8 and r["served_switches"] >= 1 for r in data["served"])
     assert res["serve_requests_per_s_c4"] > 0 and res["serve_over_inprocess_episodes_per_s_c1"] > 0
     assert res["serve_tokens_per_s_c1"] > 0 and res["inprocess_episodes_per_s"] > 0
     assert capsys.readouterr().out.strip().splitlines()[-1].startswith("RESULT serve_")

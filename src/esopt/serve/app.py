@@ -17,7 +17,7 @@ import json
 import threading
 import time
 
-from .protocol import ChatRequest, FinishPost, RewardPost, ServeError, parse
+from .protocol import ChatRequest, FinishPost, RewardPost, ServeError, chunks, parse
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -35,7 +35,7 @@ def build_app(runner, token: str | None = None):
     from starlette.applications import Starlette
     from starlette.middleware import Middleware
     from starlette.middleware.base import BaseHTTPMiddleware
-    from starlette.responses import JSONResponse
+    from starlette.responses import JSONResponse, Response, StreamingResponse
     from starlette.routing import Route
 
     def error(err: ServeError) -> JSONResponse:
@@ -51,7 +51,8 @@ def build_app(runner, token: str | None = None):
     def route(fn):
         async def handler(request):
             try:
-                return JSONResponse(await fn(request))
+                out = await fn(request)
+                return out if isinstance(out, Response) else JSONResponse(out)
             except ServeError as err:
                 return error(err)
         return handler
@@ -67,7 +68,12 @@ def build_app(runner, token: str | None = None):
                                             "owned_by": "esopt", "generation": status["generation"]} for n in names]}
 
     async def chat(request):
-        return await wait(runner.submit_chat(parse(ChatRequest, await body_of(request))))
+        req = parse(ChatRequest, await body_of(request))
+        done = await wait(runner.submit_chat(req))
+        if not req.stream:
+            return done
+        usage = bool((req.stream_options or {}).get("include_usage"))
+        return StreamingResponse(chunks(done, usage), media_type="text/event-stream")
 
     async def start(request):
         return await asyncio.to_thread(runner.assignment)

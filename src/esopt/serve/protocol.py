@@ -2,6 +2,7 @@
 uses) and the bodies of the /es routes. Every bad body is one error line naming the field."""
 from __future__ import annotations
 
+import json
 import math
 import re
 import time
@@ -54,14 +55,8 @@ class ChatRequest(BaseModel):
     stop: str | list[str] | None = None
     n: int = Field(1, ge=1, le=16)
     seed: int | None = None
-    stream: bool = False
-
-    @field_validator("stream")
-    @classmethod
-    def _no_stream(cls, v):
-        if v:
-            raise ValueError("streaming is not served; send stream=false")
-        return v
+    stream: bool = False  # answered as server-sent events once the whole reply is decoded (chunks())
+    stream_options: dict | None = None  # include_usage: a last chunk with the usage counts
 
     def stops(self) -> list[str]:
         stops = [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
@@ -128,6 +123,23 @@ def completion(model: str, texts: list[str], finish: list[str], prompt_tokens: i
                          "logprobs": None} for i, (t, f) in enumerate(zip(texts, finish))],
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                       "total_tokens": prompt_tokens + completion_tokens}}
+
+
+def chunks(done: dict, include_usage: bool = False):
+    """A chat.completion as OpenAI's stream of chat.completion.chunk events (server-sent-event lines):
+    per choice its whole text in one chunk, then its finish reason; the usage last, if asked; [DONE]."""
+    head = {"id": done["id"], "object": "chat.completion.chunk", "created": done["created"], "model": done["model"]}
+
+    def event(**fields) -> str:
+        return f"data: {json.dumps({**head, **fields})}\n\n"
+
+    for c in done["choices"]:
+        yield event(choices=[{"index": c["index"], "delta": {"role": "assistant", "content": c["message"]["content"]},
+                              "finish_reason": None, "logprobs": None}])
+        yield event(choices=[{"index": c["index"], "delta": {}, "finish_reason": c["finish_reason"], "logprobs": None}])
+    if include_usage:
+        yield event(choices=[], usage=done["usage"])
+    yield "data: [DONE]\n\n"
 
 
 def cut_at_stop(text: str, stops: list[str]) -> tuple[str, bool]:

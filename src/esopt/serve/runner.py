@@ -9,9 +9,14 @@ Which weights answer a request:
 - full-rank noise: the requested member's perturbation is applied in place and kept while its
   requests come; another member's request restores it first (perturb/restore are exact), and the
   ``center`` is the restored weights. Requests of one member (and equal decoding settings) that
-  wait together are decoded in one batch.
+  wait together are decoded in one batch, the member in place's first; a member whose episodes
+  are not all rewarded keeps the weights for STICKY_S after each batch while its clients play the
+  turn, so a generation switches about once per member, as esopt's own rollout does. Shared
+  prompt prefixes are encoded once per member in place (models/prefix.py's PrefixStore).
 - low-rank noise (es.noise=lowrank, others frozen): nothing is perturbed in place; waiting requests
   of all members decode together, one member per batch row (its side terms), as a local rollout does.
+- low-rank noise with es.lowrank_others=full: a member's other tensors are perturbed in place (as
+  full-rank, switched the same way) and its linear weights are side terms of its rows.
 
 Posted rewards are also appended to RUN/serve/genNNNN.jsonl, so a server killed mid-generation
 and resumed (``esopt serve --resume RUN``) keeps them; the generation itself restarts from the
@@ -19,6 +24,7 @@ history (the last complete one).
 """
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import contextlib
 import json
@@ -37,7 +43,9 @@ from ..train.runner import LocalRunner, Played
 from ..utils.seeding import derive_seed
 from .protocol import CENTER, ChatRequest, FinishPost, RewardPost, ServeError, completion, cut_at_stop, member_index
 
-BATCH_WAIT_S = 0.005  # after a request arrives, how long to wait for others to decode with it
+BATCH_WAIT_S = 0.005  # a batch waits for more requests while they arrive less than this apart (up to STICKY_S)
+STICKY_S = 0.05  # full-rank: how long a member whose client is playing a turn keeps the weights in place
+STARVE_S = 30.0  # a request waiting this long is served next, even if that means a switch
 
 
 @dataclass
@@ -46,6 +54,7 @@ class _Job:
     request: object = None
     generation: int | None = None
     future: concurrent.futures.Future = field(default_factory=concurrent.futures.Future)
+    since: float = field(default_factory=time.monotonic)
 
 
 @dataclass
@@ -106,6 +115,10 @@ class ServeRunner(LocalRunner):
         self.state = "starting"  # starting | playing | updating | finished
         self.finishing: _Job | None = None  # the finish request whose record is being written
         self.requests = 0
+        self.pending: collections.deque[_Job] = collections.deque()  # chat requests taken from the queue
+        self.control: collections.deque[_Job] = collections.deque()  # finish and wake jobs taken from the queue
+        self.store = None  # shared prefixes encoded under the weights in place (models/prefix.py)
+        self.counts = collections.Counter()  # this generation's batches, rows, switches and seconds
 
     # -- the trainer's side ----------------------------------------------------------------------
     def start(self, trainer) -> None:
@@ -113,9 +126,6 @@ class ServeRunner(LocalRunner):
         es = trainer.cfg.es
         if not getattr(trainer, "moves_weights", True) or trainer.cfg.coevo.mode != "weights":
             raise ServeError(400, "esopt serve plays weights-only ES (coevo.mode=weights)")
-        if trainer.perturber.play_mode == "rows+others":
-            raise ServeError(400, "esopt serve: es.noise=lowrank needs es.lowrank_others=frozen here (members "
-                                  "batched as rows); or use full-rank noise")
         self.episodes_per_member = es.episodes_per_member
         if self.server is not None:
             self.server.start(self)
@@ -230,18 +240,16 @@ class ServeRunner(LocalRunner):
 
     # -- inside play ---------------------------------------------------------------------------
     def _serve(self, gen: Generation, weights: contextlib.ExitStack) -> Played:
+        """Serve chat requests until the generation is finished. Waiting chat requests go to
+        self.pending; the next batch is the member in place's requests (no switch) unless the oldest
+        request has waited STARVE_S, else the oldest request's member. With full-rank noise, a member
+        whose requests were just answered and whose episodes are not all rewarded keeps the weights
+        for up to STICKY_S while its client plays the turn (fewer switches, longer batches)."""
         current = [CENTER]  # whose weights are in place now
+        self.store = self.trainer.policy.new_prefix_store()  # prefixes encoded under the weights in place
         while True:
-            try:
-                job = self.jobs.get(timeout=0.5)
-            except queue.Empty:
-                if stop.requested():  # Ctrl-C / SIGTERM while the client plays: the generation is not recorded
-                    raise stop.Stopped(gen.t) from None  # (its posted rewards are kept in RUN/serve/)
-                continue
-            if job.kind == "chat":
-                chats = [job] + self._more_chats()
-                self._answer(gen, chats, weights, current)
-            elif job.kind in ("finish", "wake"):
+            if self.control:
+                job = self.control.popleft()
                 finish = job if job.kind == "finish" else self.finishing
                 if finish is None or finish.future.done():
                     continue
@@ -251,22 +259,42 @@ class ServeRunner(LocalRunner):
                 played = self._finish(gen, finish)
                 if played is not None:
                     return played
+            elif self.pending:
+                self._take(STICKY_S, gap_s=BATCH_WAIT_S)  # requests that come with it decode with it
+                who = self._answer(gen, weights, current)
+                if who is not None and who == current[0] and not self._rows() and self._owes(gen, who) \
+                        and not any(member_index(j.request.model) == who for j in self.pending):
+                    self._take(STICKY_S, lambda j: j.kind == "chat" and member_index(j.request.model) == who)
+            elif not self._take(0.5, lambda j: True) and stop.requested():
+                # Ctrl-C / SIGTERM while the client plays: the generation is not recorded (its posted
+                # rewards are kept in RUN/serve/)
+                raise stop.Stopped(gen.t)
 
-    def _more_chats(self) -> list[_Job]:
-        """Chat requests that arrive within BATCH_WAIT_S, to decode together; other jobs go back in order."""
-        got, others = [], []
-        deadline = time.time() + BATCH_WAIT_S
+    def _take(self, wait_s: float, until=None, gap_s: float | None = None) -> int:
+        """Move jobs from the queue to self.pending (chats) and self.control (the rest), waiting up to
+        wait_s, or until a job for which until(job) holds arrives, or (gap_s) until none has arrived
+        for gap_s; how many were taken."""
+        start = time.monotonic()
+        deadline, n = start + (wait_s if gap_s is None else min(wait_s, gap_s)), 0
         while True:
             try:
-                job = self.jobs.get(timeout=max(0.0, deadline - time.time()))
+                job = self.jobs.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
-                break
-            (got if job.kind == "chat" else others).append(job)
-            if len(got) >= self.trainer.policy.batch_size:
-                break
-        for job in others:
-            self.jobs.put(job)
-        return got
+                return n
+            n += 1
+            (self.pending if job.kind == "chat" else self.control).append(job)
+            if until is not None and until(job):
+                return n
+            if gap_s is not None:  # requests still arriving: keep the batch open a little longer
+                deadline = min(start + wait_s, time.monotonic() + gap_s)
+
+    def _rows(self) -> bool:
+        return batched(self.trainer.perturber)
+
+    def _owes(self, gen: Generation, k) -> bool:
+        """Member k has episodes without a reward (its client may be playing one)."""
+        with self.lock:
+            return any(gen.episode_id(k, j) not in gen.rewards for j in range(gen.episodes_per_member))
 
     def _finish(self, gen: Generation, job: _Job) -> Played | None:
         """The generation's Played if it can end now; None while it waits for rewards (missing=wait)."""
@@ -302,7 +330,11 @@ class ServeRunner(LocalRunner):
                              "observation0": "", "turns": [], "reward": gen.rewards[e], "done": True,
                              "solved": bool(meta.get("solved", False)), "error": "no reward posted" if e in missing
                              else None, "truncated": False, "metadata": meta})
-        return Played(rewards, traj, {}, 0, {"served_requests": self.requests})
+        c, self.counts = self.counts, collections.Counter()
+        return Played(rewards, traj, {}, 0, {"served_requests": c["requests"], "served_batches": c["batches"],
+                                             "served_rows_per_batch": c["rows"] / max(1, c["batches"]),
+                                             "served_switches": c["switches"], "served_switch_s": c["switch_s"],
+                                             "served_decode_s": c["decode_s"]})
 
     def _written(self, final: bool = False) -> None:
         """Answer the finish request of the generation just recorded (its history record is written)."""
@@ -320,33 +352,46 @@ class ServeRunner(LocalRunner):
                                "rewards": record.get("rewards"), "generations_done": done,
                                "finished": final or done >= self.trainer.cfg.es.generations})
 
-    def _answer(self, gen: Generation, chats: list[_Job], weights: contextlib.ExitStack, current: list) -> None:
-        """Decode the waiting chat requests: grouped by decoding settings, and by member unless members
-        decode as rows (low-rank)."""
+    def _key(self, job: _Job) -> tuple:
+        """Requests with equal keys decode in one batch: same weights (the member, or any member as rows
+        with low-rank noise) and the same decoding settings."""
+        r, who = job.request, member_index(job.request.model)
+        return ("rows" if self._rows() and who is not None else who, r.temperature, r.top_p, self._max_new(r),
+                tuple(r.stops()))
+
+    def _answer(self, gen: Generation, weights: contextlib.ExitStack, current: list):
+        """Decode one batch of the waiting chat requests (_serve's docstring says which); the weights'
+        owner it ran under (a member index, CENTER or "rows")."""
         live = []
-        for job in chats:
+        for job in self.pending:
             if job.generation is not None and job.generation != gen.t and member_index(job.request.model) is not None:
                 job.future.set_exception(ServeError(409, f"{job.request.model} of generation {job.generation} is no "
                                                          f"longer served: generation {gen.t} is being played"))
             else:
                 live.append(job)
-        rows = batched(self.trainer.perturber)
-        groups: dict[tuple, list[_Job]] = {}
-        for job in live:
-            r = job.request
-            who = member_index(r.model)
-            key = ("rows" if rows and who is not None else who, r.temperature, r.top_p, self._max_new(r),
-                   tuple(r.stops()))
-            groups.setdefault(key, []).append(job)
-        # the weights in place now first: fewer switches
-        for key in sorted(groups, key=lambda k: k[0] != current[0]):
-            try:
-                self._decode(gen, groups[key], key, weights, current)
-            except Exception as err:  # one batch failing fails its requests only
-                for job in groups[key]:
-                    if not job.future.done():
-                        job.future.set_exception(ServeError(500, f"generation failed: {type(err).__name__}: {err}",
-                                                            "server_error"))
+        if not live:
+            self.pending.clear()
+            return None
+        keys = [self._key(job) for job in live]
+        pick = keys[0]  # the oldest request's
+        if time.monotonic() - live[0].since < STARVE_S:
+            pick = next((k for k in keys if k[0] == current[0]), pick)  # no switch while none starves
+        batch, rest, rows = [], [], 0
+        for job, key in zip(live, keys):
+            if key == pick and (not batch or rows + job.request.n <= self.trainer.policy.batch_size):
+                batch.append(job)
+                rows += job.request.n
+            else:
+                rest.append(job)
+        self.pending = collections.deque(rest)
+        try:
+            self._decode(gen, batch, pick, weights, current)
+        except Exception as err:  # one batch failing fails its requests only
+            for job in batch:
+                if not job.future.done():
+                    job.future.set_exception(ServeError(500, f"generation failed: {type(err).__name__}: {err}",
+                                                        "server_error"))
+        return pick[0]
 
     def _max_new(self, r: ChatRequest) -> int:
         return r.max_completion_tokens or r.max_tokens or self.trainer.cfg.agent.max_new_tokens
@@ -369,20 +414,37 @@ class ServeRunner(LocalRunner):
             seeds, scales = [m.seed for m in used], [m.sign * gen.sigma for m in used]
             extra = {"row_context": lambda idx: tr.perturber.side_terms(seeds, scales, row_member[idx]),
                      "row_groups": [slot[id(m)] for m in members]}
-        elif who != current[0]:  # full-rank: the member's perturbation in place, the previous one restored
-            weights.close()
-            current[0] = CENTER
-            if who is not None:
-                m = gen.members[who]
-                weights.enter_context(tr.perturber.perturbed(m.seed, gen.sigma, m.sign))
-                current[0] = who
+        else:
+            in_place = tr.perturber.play_mode == "in_place"
+            if who != current[0]:  # the member's perturbation in place, the previous one restored
+                t0 = time.perf_counter()
+                weights.close()
+                current[0] = CENTER
+                if who is not None:
+                    m = gen.members[who]
+                    perturbed = tr.perturber.perturbed if in_place else tr.perturber.others_perturbed
+                    weights.enter_context(perturbed(m.seed, gen.sigma, m.sign))
+                    current[0] = who
+                self.store = tr.policy.new_prefix_store()  # the old one's keys/values are of other weights
+                self.counts["switches"] += 1
+                self.counts["switch_s"] += time.perf_counter() - t0
+            if who is not None and not in_place:  # es.lowrank_others=full: its linear weights as side terms
+                m, one = gen.members[who], torch.zeros(len(convs), dtype=torch.long)
+                extra = {"row_context": lambda idx: tr.perturber.side_terms([m.seed], [m.sign * gen.sigma], one[idx]),
+                         "row_groups": [0] * len(convs)}
+            else:
+                extra["prefix_store"] = self.store
         seed = jobs[0].request.seed
         if seed is None:
             seed = derive_seed("serve", tr.cfg.run.seed, gen.t, self.requests)
         ids: list = []
         stop = (lambda text: any(s in text for s in stops)) if stops else None
+        t0 = time.perf_counter()
         texts = tr.policy.generate(convs, max_new, Sampling(temperature, top_p), seed=seed, token_ids=ids, stop=stop,
                                    **extra)
+        self.counts["decode_s"] += time.perf_counter() - t0
+        self.counts["batches"] += 1
+        self.counts["rows"] += len(convs)
         eos = tr.policy.tokenizer.eos_token_id
         at = 0
         for job in jobs:
@@ -395,6 +457,7 @@ class ServeRunner(LocalRunner):
                 prompt, made = len(p_ids), made + len(r_ids)
             at += n
             self.requests += 1
+            self.counts["requests"] += 1
             job.future.set_result(completion(job.request.model, outs, finish, prompt, made))
 
     def _tasks(self, t: int) -> list[dict]:
@@ -431,6 +494,11 @@ class ServeRunner(LocalRunner):
         return lines
 
     def _fail_waiting(self, error: ServeError) -> None:
+        for job in [*self.pending, *self.control]:
+            if not job.future.done():
+                job.future.set_exception(error)
+        self.pending.clear()
+        self.control.clear()
         while True:
             try:
                 job = self.jobs.get_nowait()

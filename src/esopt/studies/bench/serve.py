@@ -5,7 +5,7 @@ concurrent clients (threads, each with its own `openai` client), which split the
 episodes between them and play each turn by turn (the config's env, esopt's task source: the
 same episodes a local run plays), then post its reward; the timer runs from the first start
 request to the last reward. In-process: `esopt train` with the same config and length; its
-rollout time per generation. Per setting: requests/s, completion tokens/s, mean request
+time to play a generation (rollout, perturb and restore). Per setting: requests/s, completion tokens/s, mean request
 latency, episodes/s, and episodes/s over the in-process rollout's median.
 RESULT lines: serve_requests_per_s_c<N>, serve_tokens_per_s_c<N>, serve_latency_s_c<N>,
 serve_over_inprocess_episodes_per_s_c<N> for each N, and inprocess_episodes_per_s.
@@ -83,6 +83,12 @@ def _clients(run: Path, cfg, clients, rows: list) -> None:
                   f"({len(lat) / wall:.2f} requests/s, latency {mean(lat):.3f}s)", flush=True)
 
 
+def play_s(metrics: dict) -> float:
+    """Seconds esopt's own trainer took to play a generation's members: the rollout, and the perturb and
+    restore around it (what the server's time includes when it switches members)."""
+    return sum(metrics.get(f"time_{k}", 0.0) for k in ("perturb", "rollout", "restore"))
+
+
 def main(config: str, overrides: list[str], out: str, clients=DEFAULT_CLIENTS) -> dict:
     from ...config import load_config
     from ...serve.command import serve
@@ -115,11 +121,16 @@ def main(config: str, overrides: list[str], out: str, clients=DEFAULT_CLIENTS) -
             raise RuntimeError(f"bench serve: a client failed: {failed[0]}") from None
         raise
     thread.join(30)
+    lines = [m for m in map(json.loads, (work / "served" / "metrics.jsonl").read_text().splitlines())
+             if m.get("kind") == "train"]
+    for row, m in zip(rows, lines):  # how the server batched them (serve/runner.py)
+        row.update({k: m[k] for k in ("served_batches", "served_rows_per_batch", "served_switches", "served_switch_s",
+                                      "served_decode_s") if k in m})
     train(config, [*base, "run.name=local"])
     local = [m for m in map(json.loads, (work / "local" / "metrics.jsonl").read_text().splitlines())
              if m.get("kind") == "train"]
     episodes = rows[0]["episodes"]
-    inprocess = episodes / median(m["time_rollout"] for m in local)
+    inprocess = episodes / median(play_s(m) for m in local)
     results = {"inprocess_episodes_per_s": inprocess}
     for r in rows:
         n = r["clients"]
@@ -128,7 +139,6 @@ def main(config: str, overrides: list[str], out: str, clients=DEFAULT_CLIENTS) -
         results[f"serve_latency_s_c{n}"] = r["latency_s_mean"]
         results[f"serve_over_inprocess_episodes_per_s_c{n}"] = r["episodes"] / r["seconds"] / inprocess
     write_results(out, "serve", results, {"config": config, "overrides": list(overrides), "clients": list(clients),
-                                          "served": rows, "inprocess": [{k: m[k] for k in ("generation",
-                                                                                           "time_rollout", "tokens")}
-                                                                        for m in local]})
+                                          "served": rows, "inprocess": [{"generation": m["generation"], "play_s": play_s(m),
+                                                                         "tokens": m["tokens"]} for m in local]})
     return results
