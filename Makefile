@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install install-webarena demo test clean gpu-carry
+.PHONY: install install-webarena install-verifiers demo test clean gpu-carry
 
 $(BIN)/python:
 	$(shell command -v $(PY) >/dev/null 2>&1 && echo $(PY) || echo python3) -m venv $(VENV)
@@ -26,6 +26,16 @@ install: $(STAMP)
 install-webarena: $(STAMP)
 	$(BIN)/pip install -q --no-deps browsergym-webarenalite==0.14.3 libwebarena==0.0.4
 
+# verifiers (docs/serve.md, examples/verifiers_harness.py) in a venv of its own: verifiers 0.4.0 pins
+# mcp==2.0.0 and openai<3, which cannot sit next to esopt's; its harness needs only HTTP to the server.
+VF_VENV := .venv-verifiers
+$(VF_VENV)/.installed:
+	$(shell command -v $(PY) >/dev/null 2>&1 && echo $(PY) || echo python3) -m venv $(VF_VENV)
+	$(VF_VENV)/bin/pip install -q verifiers==0.4.0
+	touch $@
+
+install-verifiers: $(VF_VENV)/.installed
+
 demo: $(STAMP)
 	$(BIN)/python -m esopt.demo configs/demo.yaml
 
@@ -38,4 +48,4 @@ gpu-carry: $(STAMP)
 	$(BIN)/python -m esopt.studies.bench.gpu_carry .
 
 clean:
-	rm -rf $(VENV) runs
+	rm -rf $(VENV) $(VF_VENV) runs
