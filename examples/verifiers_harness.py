@@ -8,8 +8,9 @@ mcp==2.0.0 and openai<3, which cannot sit next to esopt's. It needs nothing from
     .venv-verifiers/bin/python examples/verifiers_harness.py RUN_DIR [--taskset MODULE] [--concurrency 8]
 
 The environment is verifiers' own pieces, offline (no hub, no sandbox, no tunnel):
-- taskset: `Arithmetic` below (in-memory problems, reward 1/attempts when solved), or any verifiers
-  taskset module given by --taskset (its tasks' data need an `answer` for the feedback turns);
+- taskset: `Arithmetic` below (in-memory problems; reward 1/attempts once the reply's last number is
+  the answer), or any verifiers taskset module given by --taskset (its tasks' data need an `answer`,
+  a number, for the feedback turns);
 - env `Feedback`: multi-turn, the env answers "wrong, try again" until the reply is the answer or
   max_turns is spent;
 - harness `InProcessChat`: one chat call per turn, in this process, through the rollout's interception
@@ -25,6 +26,7 @@ import asyncio
 import json
 import os
 import random
+import re
 import sys
 import time
 from pathlib import Path
@@ -44,10 +46,16 @@ class Problem(vf.TaskData):
     answer: str
 
 
+def answered(reply: str, answer: str) -> bool:
+    """The reply's last number is the answer ("The answer is 42." counts)."""
+    numbers = re.findall(r"-?\d+", reply)
+    return bool(numbers) and numbers[-1] == answer
+
+
 class ArithmeticTask(vf.Task[Problem]):
     @vf.reward
     async def solved(self, task: Problem, trace: vf.Trace) -> float:
-        return 1.0 / max(trace.num_turns, 1) if trace.last_reply.strip() == task.answer else 0.0
+        return 1.0 / max(trace.num_turns, 1) if answered(trace.last_reply, task.answer) else 0.0
 
 
 class Arithmetic(vf.Taskset[ArithmeticTask]):
@@ -85,7 +93,7 @@ class Feedback(vf.SingleAgentEnv):
     async def run(self, task, agents):
         async with agents.agent.interaction(task) as chat:
             turn = await chat.turn()
-            while not turn.terminated and turn.last_reply.strip() != task.data.answer:
+            while not turn.terminated and not answered(turn.last_reply, task.data.answer):
                 turn = await chat.turn(RETRY)  # ends at max_turns
 
 

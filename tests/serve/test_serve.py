@@ -62,7 +62,8 @@ def record(run: Path) -> dict:
 
 
 @pytest.mark.parametrize("noise", [["es.noise=table"], ["es.noise=lowrank"],  # switched in place / as rows
-                                   ["es.noise=lowrank", "es.lowrank_others=full"]],  # both
+                                   pytest.param(["es.noise=lowrank", "es.lowrank_others=full"],  # both
+                                                marks=pytest.mark.slow)],  # the default tier stays near 5 minutes
                          ids=["table", "lowrank", "lowrank-others-full"])
 def test_a_harness_through_the_server_trains_what_esopt_trains_in_process(esopt_cache, tmp_path, monkeypatch, noise):
     monkeypatch.syspath_prepend(str(GOLDEN))
@@ -235,6 +236,10 @@ def test_a_harness_that_died_picks_the_generation_up_again(esopt_cache, tmp_path
 def test_off_this_machine_a_token_is_required(esopt_cache, tmp_path, monkeypatch, capsys):
     assert main(["serve", "configs/demo.yaml", *QUICK, f"run.out_dir={tmp_path}", "--host", "0.0.0.0"]) == 2
     assert "--token" in capsys.readouterr().err and not any(tmp_path.iterdir())  # nothing written
+    for bad, words in [("coevo.mode=both", "coevo.mode=both"), ("algo=grpo", "algo=grpo")]:
+        assert main(["serve", "configs/demo.yaml", *QUICK, bad, f"run.out_dir={tmp_path}"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert words in err and len(err.splitlines()) == 1 and not any(tmp_path.iterdir()), err
     monkeypatch.setenv("ESOPT_SERVE_TOKEN", "s3cret")
 
     def client(http, run):
@@ -306,10 +311,11 @@ def test_members_asked_at_once_answer_as_when_asked_one_by_one(esopt_cache, tmp_
     assert drive(tmp_path, monkeypatch, client) == 0
 
 
+@pytest.mark.slow  # the default tier stays near 5 minutes
 def test_a_member_keeps_the_weights_while_its_clients_play_their_turns(esopt_cache, tmp_path, monkeypatch):
     """Full-rank: every episode of every member played at once, turn by turn. Without stickiness the members
     take turns and each turn switches the weights (about members x turns switches); with it, a member whose
-    clients come back within STICKY_S keeps the weights until its episodes are over."""
+    clients come back within a switch's time (STICKY_S at least) keeps the weights until its episodes are over."""
     import time
     from concurrent.futures import ThreadPoolExecutor
 

@@ -46,4 +46,7 @@ def serve(config, overrides=(), resume_dir=None, host: str = "127.0.0.1", port: 
         config = load_config(config, list(overrides))
         if config.algo != "es":
             raise ServeError(400, f"esopt serve trains with ES; algo={config.algo} is not served")
+        if config.coevo.mode != "weights":
+            raise ServeError(400, f"esopt serve plays weights-only ES; coevo.mode={config.coevo.mode} is not served "
+                                  "(the harness owns the prompt)")
     return train(config, overrides, resume_dir=resume_dir, runner=ServeRunner(server, missing=missing), strict=True)

@@ -10,8 +10,10 @@ Which weights answer a request:
   requests come; another member's request restores it first (perturb/restore are exact), and the
   ``center`` is the restored weights. Requests of one member (and equal decoding settings) that
   wait together are decoded in one batch, the member in place's first; a member whose episodes
-  are not all rewarded keeps the weights for STICKY_S after each batch while its clients play the
-  turn, so a generation switches about once per member, as esopt's own rollout does. Shared
+  are not all rewarded keeps the weights after each batch while its clients play the turn, for as
+  long as a switch takes (measured: perturb + restore; STICKY_S at least, MAX_STICKY_S at most).
+  Not waiting costs a switch away and, when its clients come back, one back; waiting costs at most
+  one switch's time. So a generation switches about once per member, as esopt's own rollout does. Shared
   prompt prefixes are encoded once per member in place (models/prefix.py's PrefixStore).
 - low-rank noise (es.noise=lowrank, others frozen): nothing is perturbed in place; waiting requests
   of all members decode together, one member per batch row (its side terms), as a local rollout does.
@@ -44,7 +46,8 @@ from ..utils.seeding import derive_seed
 from .protocol import CENTER, ChatRequest, FinishPost, RewardPost, ServeError, completion, cut_at_stop, member_index
 
 BATCH_WAIT_S = 0.005  # a batch waits for more requests while they arrive less than this apart (up to STICKY_S)
-STICKY_S = 0.05  # full-rank: how long a member whose client is playing a turn keeps the weights in place
+STICKY_S = 0.05  # how long the next batch waits for the clients just answered (at least)
+MAX_STICKY_S = 1.0  # full-rank: a member in place waits for its clients up to one switch's cost, at most this
 STARVE_S = 30.0  # a request waiting this long is served next, even if that means a switch
 
 
@@ -119,6 +122,7 @@ class ServeRunner(LocalRunner):
         self.control: collections.deque[_Job] = collections.deque()  # finish and wake jobs taken from the queue
         self.store = None  # shared prefixes encoded under the weights in place (models/prefix.py)
         self.counts = collections.Counter()  # this generation's batches, rows, switches and seconds
+        self.switched = [0, 0.0]  # switches made and their seconds, over the whole run (_sticky_s)
 
     # -- the trainer's side ----------------------------------------------------------------------
     def start(self, trainer) -> None:
@@ -244,7 +248,9 @@ class ServeRunner(LocalRunner):
         self.pending; the next batch is the member in place's requests (no switch) unless the oldest
         request has waited STARVE_S, else the oldest request's member. With full-rank noise, a member
         whose requests were just answered and whose episodes are not all rewarded keeps the weights
-        for up to STICKY_S while its client plays the turn (fewer switches, longer batches)."""
+        for up to one switch's time while its client plays the turn (_sticky_s). With
+        low-rank rows, the next batch waits up to STICKY_S for the clients just answered (their next
+        request or their reward), so clients that started apart do not stay in two half batches."""
         current = [CENTER]  # whose weights are in place now
         self.store = self.trainer.policy.new_prefix_store()  # prefixes encoded under the weights in place
         while True:
@@ -261,10 +267,17 @@ class ServeRunner(LocalRunner):
                     return played
             elif self.pending:
                 self._take(STICKY_S, gap_s=BATCH_WAIT_S)  # requests that come with it decode with it
-                who = self._answer(gen, weights, current)
-                if who is not None and who == current[0] and not self._rows() and self._owes(gen, who) \
+                who, answered = self._answer(gen, weights, current)
+                if who == "rows":  # low-rank: the clients just answered play their turn and join the next batch
+                    back = [0]
+
+                    def returned(job):  # their next request, or a reward: that episode is over
+                        back[0] += job.kind in ("chat", "wake")
+                        return back[0] >= answered
+                    self._take(STICKY_S, returned)
+                elif who is not None and who == current[0] and self._owes(gen, who) \
                         and not any(member_index(j.request.model) == who for j in self.pending):
-                    self._take(STICKY_S, lambda j: j.kind == "chat" and member_index(j.request.model) == who)
+                    self._take(self._sticky_s(), lambda j: j.kind == "chat" and member_index(j.request.model) == who)
             elif not self._take(0.5, lambda j: True) and stop.requested():
                 # Ctrl-C / SIGTERM while the client plays: the generation is not recorded (its posted
                 # rewards are kept in RUN/serve/)
@@ -287,6 +300,12 @@ class ServeRunner(LocalRunner):
                 return n
             if gap_s is not None:  # requests still arriving: keep the batch open a little longer
                 deadline = min(start + wait_s, time.monotonic() + gap_s)
+
+    def _sticky_s(self) -> float:
+        """How long a member in place waits for its clients: a switch's mean measured time, bounded."""
+        if not self.switched[0]:
+            return STICKY_S
+        return min(MAX_STICKY_S, max(STICKY_S, self.switched[1] / self.switched[0]))
 
     def _rows(self) -> bool:
         return batched(self.trainer.perturber)
@@ -361,7 +380,7 @@ class ServeRunner(LocalRunner):
 
     def _answer(self, gen: Generation, weights: contextlib.ExitStack, current: list):
         """Decode one batch of the waiting chat requests (_serve's docstring says which); the weights'
-        owner it ran under (a member index, CENTER or "rows")."""
+        owner it ran under (a member index, CENTER or "rows") and how many requests it answered."""
         live = []
         for job in self.pending:
             if job.generation is not None and job.generation != gen.t and member_index(job.request.model) is not None:
@@ -371,7 +390,7 @@ class ServeRunner(LocalRunner):
                 live.append(job)
         if not live:
             self.pending.clear()
-            return None
+            return None, 0
         keys = [self._key(job) for job in live]
         pick = keys[0]  # the oldest request's
         if time.monotonic() - live[0].since < STARVE_S:
@@ -391,7 +410,7 @@ class ServeRunner(LocalRunner):
                 if not job.future.done():
                     job.future.set_exception(ServeError(500, f"generation failed: {type(err).__name__}: {err}",
                                                         "server_error"))
-        return pick[0]
+        return pick[0], len(batch)
 
     def _max_new(self, r: ChatRequest) -> int:
         return r.max_completion_tokens or r.max_tokens or self.trainer.cfg.agent.max_new_tokens
@@ -426,8 +445,10 @@ class ServeRunner(LocalRunner):
                     weights.enter_context(perturbed(m.seed, gen.sigma, m.sign))
                     current[0] = who
                 self.store = tr.policy.new_prefix_store()  # the old one's keys/values are of other weights
+                took = time.perf_counter() - t0
                 self.counts["switches"] += 1
-                self.counts["switch_s"] += time.perf_counter() - t0
+                self.counts["switch_s"] += took
+                self.switched = [self.switched[0] + 1, self.switched[1] + took]
             if who is not None and not in_place:  # es.lowrank_others=full: its linear weights as side terms
                 m, one = gen.members[who], torch.zeros(len(convs), dtype=torch.long)
                 extra = {"row_context": lambda idx: tr.perturber.side_terms([m.seed], [m.sign * gen.sigma], one[idx]),
