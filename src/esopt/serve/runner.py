@@ -254,6 +254,8 @@ class ServeRunner(LocalRunner):
         current = [CENTER]  # whose weights are in place now
         self.store = self.trainer.policy.new_prefix_store()  # prefixes encoded under the weights in place
         while True:
+            if stop.requested():  # Ctrl-C / SIGTERM while the client plays: the generation is not recorded
+                raise stop.Stopped(gen.t)  # (its posted rewards are kept in RUN/serve/)
             if self.control:
                 job = self.control.popleft()
                 finish = job if job.kind == "finish" else self.finishing
@@ -278,10 +280,8 @@ class ServeRunner(LocalRunner):
                 elif who is not None and who == current[0] and self._owes(gen, who) \
                         and not any(member_index(j.request.model) == who for j in self.pending):
                     self._take(self._sticky_s(), lambda j: j.kind == "chat" and member_index(j.request.model) == who)
-            elif not self._take(0.5, lambda j: True) and stop.requested():
-                # Ctrl-C / SIGTERM while the client plays: the generation is not recorded (its posted
-                # rewards are kept in RUN/serve/)
-                raise stop.Stopped(gen.t)
+            else:
+                self._take(0.5, lambda j: True)
 
     def _take(self, wait_s: float, until=None, gap_s: float | None = None) -> int:
         """Move jobs from the queue to self.pending (chats) and self.control (the rest), waiting up to
