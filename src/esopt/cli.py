@@ -41,6 +41,13 @@ def cmd_serve(a) -> int:
 def print_summary(summary: dict) -> None:
     algo = summary.get("algo", "es")
     print(f"[esopt] run folder: {summary['run_dir']}")
+    if "final" not in summary:  # eval.heldout=never: a tuning run, judged on validation alone
+        val = (summary.get("validation") or {}).get("final")
+        print("[esopt] held-out not played (eval.heldout=never)"
+              + (f"; validation reward after training {val['reward']:.4f} (n={val['n']})" if val else ""))
+        if val:
+            print(f"RESULT validation_reward_{algo}={val['reward']:.4f}")
+        return
     if "base" in summary:
         b, f, imp = summary["base"], summary["final"], summary["improvement"]
         print(f"[esopt] held-out reward: base {b['reward']:.4f} -> {algo.upper()} {f['reward']:.4f} "

@@ -39,6 +39,9 @@ class ESConfig(Strict):
     # or a list of glob patterns over parameter names (es/perturb.py select_parameters)
     scope: Union[str, list[str]] = "full"
     noise: Literal["gaussian", "table", "counter", "lowrank"] = "gaussian"
+    # each tensor's share of sigma and alpha: none (absolute, the same for every tensor) or rms (relative to the
+    # tensor's RMS and to the share of tensors in scope, so one sigma fits every es.scope; es/scales.py)
+    sigma_scale: Literal["none", "rms"] = "none"
 
     @field_validator("scope")
     @classmethod
@@ -179,7 +182,14 @@ class RuntimeConfig(Strict):
 
 class EvalConfig(Strict):
     every: int = Field(0, ge=0)  # held-out evaluation every N generations (0 = only at start and end)
+    # also evaluate each time the updates' training seconds pass a multiple of this (evaluations excluded,
+    # train/loop.py): one run gives its curve against training time; none: off
+    every_seconds: float | None = Field(None, gt=0)
     at_start: bool = True
+    # when held-out is played in a run with a validation split: start_end (before training and at the end),
+    # end (at the end only), never (tuning runs: validation alone); without a validation split it is
+    # what every evaluation plays, so it must stay start_end
+    heldout: Literal["start_end", "end", "never"] = "start_end"
 
 
 class RunConfig(Strict):
@@ -296,6 +306,9 @@ class Config(Strict):
         elif self.coevo.grow.every:
             raise ValueError("coevo.grow.every needs coevo.mode context or both (grown skills join the context "
                              "search); with coevo.mode=weights set coevo.grow.every=0")
+        if self.eval.heldout != "start_end" and not self.tasks.validation:
+            raise ValueError(f"eval.heldout={self.eval.heldout} needs a validation split (tasks.validation > 0): "
+                             "without one every evaluation plays the held-out split")
         if isinstance(self.es.scope, list) and not [p for p in self.es.scope if str(p).strip()]:
             raise ValueError("es.scope is an empty list: give parameter name patterns (e.g. ['*.mlp.*']), "
                              "or full / all_linear")

@@ -26,11 +26,11 @@ def test_trainer_writes_the_report_at_the_end(finished):
     page = default_report_path(path)
     assert page.exists() and f"[esopt] report: {page}" in lines
     html = page.read_text()
-    for key in ("rewards", "heldout", "schedules", "time"):
+    for key in ("rewards", "heldout", "seconds", "schedules", "time"):
         png = page.parent / f"report-{key}.png"
         assert png.read_bytes().startswith(PNG), key
         assert f'id="plot-{key}"' in html
-    assert html.count('<img class="plot"') == 4 and html.count("data:image/png;base64,") == 4
+    assert html.count('<img class="plot"') == 5 and html.count("data:image/png;base64,") == 5
     assert 'id="plot-memory"' in html and "not recorded by this run" in html
     assert 'id="missing"' not in html  # nothing is missing from a finished run
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", html)  # self-contained: nothing fetched
@@ -207,7 +207,7 @@ def test_memory_is_plotted_where_recorded(finished, tmp_path):
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     report = write_report(run)
     png = report.path.parent / "report-memory.png"
-    assert png.read_bytes().startswith(PNG) and report.path.read_text().count('<img class="plot"') == 5
+    assert png.read_bytes().startswith(PNG) and report.path.read_text().count('<img class="plot"') == 6
     (run / "metrics.jsonl").write_text(plain)  # refreshed without memory: no stale plot stays behind
     write_report(run)
     assert not png.exists()

@@ -64,7 +64,7 @@ def test_compare_at_equal_wall_clock(monkeypatch, tmp_path, capsys):
 
     calls = []
 
-    def fake(config, overrides, out_dir, name, log=print):
+    def fake(config, overrides, out_dir, name, log=print, records=None):
         calls.append(list(overrides))
         arm = name.split("-")[0]
         episodes = 96 if arm == "es" else 32  # ES plays three times as many episodes in the same seconds

@@ -21,6 +21,7 @@ EDITS = {
     "env.id": "vowels",
     "es.scope": "all_linear",
     "es.noise": "counter",
+    "es.sigma_scale": "rms",
     "es.rank": 2,
     "es.table_size": 1 << 23,
     "es.lowrank_others": "full",

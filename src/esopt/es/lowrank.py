@@ -29,11 +29,12 @@ from torch import nn
 from .noise import CHUNK, stream_key
 from .perturb import Perturber, merge_seeds, select_parameters
 from .rounding import LOW_PRECISION, add_update, rounding_key, uniforms
+from .scales import describe_scales, tensor_scales
 
 
 class LowRankPerturber:
     def __init__(self, model: nn.Module, rank: int = 1, scope: str | list[str] = "all_linear", others: str = "frozen",
-                 others_noise=None, rounding: str = "compensated"):
+                 others_noise=None, rounding: str = "compensated", sigma_scale: str = "none"):
         if rank < 1:
             raise ValueError(f"es.rank must be >= 1, got {rank}")
         if others not in ("frozen", "full"):
@@ -55,6 +56,13 @@ class LowRankPerturber:
         rest = [name for name, p in selected if id(p) not in side]
         self.others = (Perturber(model, rest, others_noise, fused=False, rounding=rounding)
                        if others == "full" and rest else None)
+        # es.sigma_scale (es/scales.py) over every tensor this perturber moves: the linear weights and the others
+        moved = [(name, mod.weight) for name, mod in self.linears] + (self.others.params if self.others else [])
+        self.sigma_scale = sigma_scale
+        scales = tensor_scales(moved, sigma_scale, len(list(model.parameters())))
+        self.scales = [scales[name] for name, _ in self.linears]  # per linear, in self.linears' order
+        if self.others is not None:
+            self.others.scales = {name: scales[name] for name, _ in self.others.params}
         self.rounding = rounding
         self.compensation: dict[str, torch.Tensor] = {}  # es.update_rounding=compensated: bf16, CPU
         if self.others is not None:
@@ -83,6 +91,8 @@ class LowRankPerturber:
             out["update_rounding"] = self.rounding
         if self.others is not None:
             out["others"] = {"tensors": len(self.others.params), "numel": self.others.numel, **self.others.describe()}
+        if self.sigma_scale != "none":
+            out["sigma_scale"] = {"rule": self.sigma_scale, **describe_scales(dict(enumerate(self.scales)))}
         return out
 
     @contextmanager
@@ -117,13 +127,13 @@ class LowRankPerturber:
         handles = []
         try:
             stacked = self._stacked(seeds)
-            for (name, mod), (a, b) in zip(self.linears, stacked):
+            for (name, mod), (a, b), unit in zip(self.linears, stacked, self.scales):
                 dev, dt = mod.weight.device, mod.weight.dtype
-                scale = torch.tensor(scales, dtype=dt, device=dev) / math.sqrt(self.rank)
+                scale = torch.tensor([s * unit for s in scales], dtype=dt, device=dev) / math.sqrt(self.rank)
                 handles.append(mod.register_forward_hook(_make_hook(a, b, scale, row_member.to(dev))))
             for emb, k in self.tied:
                 a, b = stacked[k]
-                scale = torch.tensor(scales, dtype=a.dtype, device=a.device) / math.sqrt(self.rank)
+                scale = torch.tensor([s * self.scales[k] for s in scales], dtype=a.dtype, device=a.device) / math.sqrt(self.rank)
                 handles.append(emb.register_forward_hook(_make_embedding_hook(a, b, scale, row_member.to(a.device))))
             yield
         finally:
@@ -157,8 +167,9 @@ class LowRankPerturber:
         merged = merge_seeds(seeds, coefficients)
         if not merged or alpha == 0.0:
             return
-        step = float(alpha) / float(population)
-        for name, mod in self.linears:
+        unit = float(alpha) / float(population)
+        for (name, mod), tensor_scale in zip(self.linears, self.scales):
+            step = unit * tensor_scale
             w = mod.weight.data
             # made on the weights' device, a block of rows at a time (no full-size float32 transient of a
             # large matrix such as the output head): elementwise, so the blocks give the same bits as one piece

@@ -25,6 +25,7 @@ from torch import nn
 from . import kernels
 from .noise import CHUNK, GaussianNoise, chunk_slices
 from .rounding import LOW_PRECISION, ROUNDINGS, add_update, rounding_key
+from .scales import describe_scales, tensor_scales
 
 # integer dtypes of the same width, to compare floats bit for bit (-0.0 vs +0.0)
 _BITS = {torch.float32: torch.int32, torch.bfloat16: torch.int16, torch.float16: torch.int16,
@@ -144,7 +145,7 @@ class Perturber:
     """perturb / restore / apply_update over a fixed set of parameters."""
 
     def __init__(self, model: nn.Module, scope: str | list[str] = "full", noise=None, fused: bool = True,
-                 rounding: str = "compensated"):
+                 rounding: str = "compensated", sigma_scale: str = "none"):
         if rounding not in ROUNDINGS:
             raise ValueError(f"unknown es.update_rounding {rounding!r}; allowed: {', '.join(ROUNDINGS)}")
         self.model = model
@@ -156,6 +157,9 @@ class Perturber:
         for _, p in self.params:
             if not p.is_contiguous():
                 raise ValueError("ES needs contiguous parameters")
+        # es.sigma_scale: each tensor's share of sigma and alpha (es/scales.py; 1.0 everywhere by default)
+        self.sigma_scale = sigma_scale
+        self.scales = tensor_scales(self.params, sigma_scale, len(list(model.parameters())))
         self.last_correction_bytes = 0
         self._buf = _Buffers()
         self._no_correction = (torch.zeros(0, dtype=torch.int32), torch.zeros(0))
@@ -172,6 +176,8 @@ class Perturber:
         out = self.noise.describe()
         if any(p.dtype in LOW_PRECISION for _, p in self.params):
             out["update_rounding"] = self.rounding
+        if self.sigma_scale != "none":
+            out["sigma_scale"] = {"rule": self.sigma_scale, **describe_scales(self.scales)}
         return out
 
     def stream_keys(self, seed: int) -> list[int]:
@@ -181,7 +187,8 @@ class Perturber:
         return keys(seed, [name for name, _ in self.params]) if keys else []
 
     def _chunks(self, seed: int) -> Iterator[tuple[str, int, torch.Tensor, torch.Tensor]]:
-        """(name, start, flat chunk view of the weights, fp32 noise) in stream order.
+        """(name, start, flat chunk view of the weights, fp32 noise) in stream order (the noise not yet
+        multiplied by the tensor's scale: perturb and restore scale it, self.scales[name]).
 
         The noise chunk may be a view of shared storage (the noise table): read it, never write it.
         """
@@ -210,7 +217,9 @@ class Perturber:
         """w += scale * eps(seed); returns what restore needs to be bit-exact."""
         corrections = []
         total = 0
+        unit = scale
         for name, start, chunk, eps in self._chunks(seed):
+            scale = unit * self.scales[name]  # the same product in restore: the same bits
             n, dt, dev = chunk.numel(), chunk.dtype, chunk.device
             if self.fused and kernels.available(chunk):
                 idx, val = self._buf.get("lost_idx", n, torch.int32), self._buf.get("lost_val", n)
@@ -250,7 +259,9 @@ class Perturber:
     @torch.no_grad()
     def restore(self, seed: int, scale: float, corrections: list[Correction]) -> None:
         by_chunk = {(c.name, c.start): c for c in corrections}
+        unit = scale
         for name, start, chunk, eps in self._chunks(seed):
+            scale = unit * self.scales[name]
             corr = by_chunk.get((name, start))
             if self.fused and kernels.available(chunk):
                 kernels.restore(chunk, eps, scale, *((corr.index, corr.values) if corr else self._no_correction))
@@ -282,8 +293,9 @@ class Perturber:
         merged = merge_seeds(seeds, coefficients)
         if not merged or alpha == 0.0:
             return
-        step = float(alpha) / float(population)
+        unit = float(alpha) / float(population)
         for name, p in self.params:
+            step = unit * self.scales[name]
             flat = p.data.view(-1)
             where = self.noise_device(p)  # the sum is made where the noise is (on the device for table/counter)
             streams = [(self.noise.stream(s, name, flat.numel(), p.device), c) for s, c in merged.items()]

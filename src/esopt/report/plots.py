@@ -83,6 +83,41 @@ def heldout(run: RunData) -> Plot:
     return Plot("heldout", title, _png(fig))
 
 
+def _at_seconds(run: RunData, rows: list[dict]) -> list[dict]:
+    """Evaluation rows with "generation" replaced by the training seconds after that many updates
+    (train/loop.py: time_* figures, evaluations excluded); rows of updates without timings are dropped."""
+    from ..train.loop import seconds_by_update
+
+    timed = []
+    for r in run.train:  # up to the first generation known only from the history (no timings)
+        if not any(k.startswith("time_") for k in r):
+            break
+        timed.append(r)
+    at = seconds_by_update(timed)
+    return [{**r, "generation": at[r["generation"]]} for r in rows if r.get("generation") in at]
+
+
+def seconds_curve(run: RunData) -> Plot:
+    """Validation (and held-out) reward against training seconds: what a run buys with its time."""
+    title = "Evaluation reward vs training seconds"
+    rows = _at_seconds(run, run.evals)
+    series = [(key, fmt, color, label, *_series(rows, key))
+              for key, fmt, color, label in (("validation_reward", "^-", "C1", "validation"),
+                                             ("heldout_reward", "o-", "C0", "held-out"))]
+    series = [s for s in series if s[4]]
+    if not series:
+        return Plot("seconds", title, None, "no evaluation with recorded training seconds yet")
+    fig, (ax,) = _figure()
+    for key, fmt, color, label, xs, ys in series:
+        _, se = _series([r for r in rows if _num(r.get(key))], f"{key}_se")
+        ax.errorbar(xs, ys, yerr=se if len(se) == len(xs) else None, fmt=fmt, capsize=4, color=color,
+                    label=f"{label} reward ± SE")
+    ax.set_xlabel("training seconds (evaluations excluded)")
+    ax.set_ylabel("reward of the unperturbed weights")
+    ax.legend(fontsize=8)
+    return Plot("seconds", title, _png(fig))
+
+
 def _planned(run: RunData, name: str) -> tuple[list[int], list[float]] | None:
     s, total = run.cfg(f"es.{name}"), run.cfg("es.schedule_generations") or run.planned
     if not run.algorithm.schedules or not isinstance(s, dict) or not total or s.get("schedule", "cosine") not in SCHEDULES:
@@ -170,7 +205,7 @@ def memory(run: RunData) -> Plot:
 def run_plots(run: RunData) -> list[Plot]:
     from .context import context_plot
 
-    plots = [rewards(run), heldout(run), schedules(run), timing(run), memory(run)]
+    plots = [rewards(run), heldout(run), seconds_curve(run), schedules(run), timing(run), memory(run)]
     ctx = context_plot(run)  # only for a context search (coevo)
     return plots + ([ctx] if ctx is not None else [])
 
@@ -183,6 +218,8 @@ def compare_plots(runs: list[RunData], labels: list[str]) -> list[Plot]:
                      err="heldout_reward_se"),
             _overlay(runs, labels, "compare-heldout-episodes", "Held-out reward ± SE vs training episodes played",
                      "heldout_reward", "evals", err="heldout_reward_se", per_episode=True),
+            _overlay(runs, labels, "compare-validation-seconds", "Validation reward ± SE vs training seconds",
+                     "validation_reward", "evals", err="validation_reward_se", per_second=True),
             _overlay(runs, labels, "compare-sigma", "Sigma per generation", "sigma", "train"),
             _overlay(runs, labels, "compare-alpha", "Alpha per generation", "alpha", "train"),
             _overlay(runs, labels, "compare-time", "Seconds per generation", "seconds", "train")]
@@ -193,7 +230,8 @@ def _with_seconds(rows: list[dict]) -> list[dict]:
             for r in rows if any(k.startswith("time_") for k in r)]
 
 
-def _overlay(runs, labels, key, title, field, source, band=None, err=None, per_episode=False) -> Plot:
+def _overlay(runs, labels, key, title, field, source, band=None, err=None, per_episode=False,
+             per_second=False) -> Plot:
     fig, (ax,) = _figure()
     drawn, without = 0, []
     for i, (run, label) in enumerate(zip(runs, labels)):
@@ -203,6 +241,8 @@ def _overlay(runs, labels, key, title, field, source, band=None, err=None, per_e
         if per_episode:
             rows = [{**r, "generation": r["generation"] * run.episodes_per_generation}
                     for r in rows] if run.episodes_per_generation else []
+        if per_second:
+            rows = _at_seconds(run, rows)
         gens, ys = _series(rows, field)
         if not gens:
             without.append(label)
@@ -222,10 +262,11 @@ def _overlay(runs, labels, key, title, field, source, band=None, err=None, per_e
             ax.plot(gens, ys, "o-", ms=4, color=color, label=label)
     if not drawn:
         return Plot(key, title, None, "none of the runs has this yet")
-    ax.set_xlabel("training episodes played" if per_episode else "generation (GRPO: step)")
+    ax.set_xlabel("training episodes played" if per_episode else "training seconds (evaluations excluded)"
+                  if per_second else "generation (GRPO: step)")
     if field in ("sigma", "alpha"):
         ax.ticklabel_format(axis="y", style="sci", scilimits=(-2, 3))
-    if not per_episode:
+    if not (per_episode or per_second):
         _int_ticks(ax)
     ax.legend(fontsize=8)
     note = f"no data here for: {', '.join(without)}" if without else ""

@@ -8,13 +8,16 @@ from .evaluate import evaluate, paired_difference, summarize
 from .rundir import RunDir
 
 
-def eval_splits(cfg, boundary: bool) -> list[str]:
+def eval_splits(cfg, boundary: bool, generation: int = 0) -> list[str]:
     """The splits one evaluation plays. Without a validation split: held-out, always. With one:
-    validation always, held-out only at the run's boundaries (before training, at the end), so
-    nothing chosen during a run looks at held-out figures."""
+    validation always, held-out only at the run's boundaries (before training, at the end; the
+    start is the boundary at generation 0), so nothing chosen during a run looks at held-out
+    figures; eval.heldout=end plays it at the end only, never not at all."""
     if not cfg.tasks.validation:
         return ["heldout"]
-    return ["validation", "heldout"] if boundary else ["validation"]
+    when = cfg.eval.heldout
+    heldout = boundary and (when == "start_end" or (when == "end" and generation > 0))
+    return ["validation", "heldout"] if heldout else ["validation"]
 
 
 TRAJECTORY_PREFIX = {"heldout": "eval", "validation": "val"}  # trajectories/<prefix>_genNNNN.jsonl
@@ -31,7 +34,7 @@ def record_eval(run: RunDir, policy, tasks, cfg, generation: int, log=print, uni
     if context_note is not None:
         line["context"] = context_note
     out = {}
-    for split in eval_splits(cfg, boundary):
+    for split in eval_splits(cfg, boundary, generation):
         seed = derive_seed("eval", cfg.run.seed)
         stats, episodes = (play(split, seed) if play else
                            evaluate(policy, tasks, cfg, seed=seed, split=split, context=context))

@@ -38,7 +38,7 @@ def split_name(name):
 
 def fake_train_run(monkeypatch, module, figures, calls):
     """Patch module.train_run: figures(arm, label, seed) -> (held-out final, validation final)."""
-    def fake(config, overrides, out_dir, name, log=print):
+    def fake(config, overrides, out_dir, name, log=print, records=None):
         calls.append((name, list(overrides)))
         heldout, validation = figures(*split_name(name))
         return canned_run(name, out_dir, heldout, validation)
@@ -64,10 +64,11 @@ def test_compare_chooses_on_validation_never_heldout(monkeypatch, tmp_path, caps
     sweep = calls[:6]
     assert sorted(split_name(n)[1] for n, _ in sweep) == sorted(val) and all(split_name(n)[2] == 0 for n, _ in sweep)
     assert all(f"tasks.validation={compare.DEFAULT_VALIDATION}" in o and "eval.at_start=true" in o for _, o in calls)
-    es_sweep = dict(calls[0:3])
+    assert [split_name(n)[0] for n, _ in sweep] == ["es", "grpo"] * 3  # the k-th of each side by side
+    es_sweep = dict(c for c in sweep if c[0].startswith("es-"))
     assert "es.sigma.start=0.008" in es_sweep["es-sigma0.008-seed0"]
     assert "es.sigma.end=0.004" in es_sweep["es-sigma0.008-seed0"]  # demo's end 2e-3, scaled alike
-    grpo = dict(calls[3:6])["grpo-lr0.0001-seed0"]
+    grpo = dict(c for c in sweep if c[0].startswith("grpo-"))["grpo-lr0.0001-seed0"]
     assert "grpo.lr=0.0001" in grpo and "grpo.steps=1" in grpo and "grpo.group_size=2" in grpo
     # the final runs: the chosen settings only, every seed
     assert [n for n, _ in calls[6:]] == [f"{a}-{s}-seed{k}" for k in (0, 1, 2)
@@ -187,7 +188,7 @@ def test_horizon_drops_and_overrides_canned(monkeypatch, tmp_path, capsys):
              ("4x4-b2", "grpo"): 0.9, ("4x4-b4", "grpo"): 0.5, ("4x4-b6", "grpo"): 0.2}
     calls = []
 
-    def fake(config, overrides, out_dir, name, log=print):
+    def fake(config, overrides, out_dir, name, log=print, records=None):
         calls.append((name, list(overrides)))
         task, arm = name.split("-")[0] + "-" + name.split("-")[1], name.split("-")[2]
         seed = int(name.rsplit("-seed", 1)[1])

@@ -43,7 +43,7 @@ BENCHES = {
                                      grpo_lrs=floats(a.grpo_lrs, "--grpo-lrs"),
                                      es_sigmas=floats(a.es_sigmas, "--es-sigmas"),
                                      tune_seeds=ints(a.tune_seeds, "--tune-seeds"), jobs=a.jobs,
-                                     budget_seconds=a.budget_seconds)),
+                                     budget_seconds=a.budget_seconds, arms=a.arms)),
     "population": ("population", "vanilla ES, small vs large population, on a weaker and a stronger backbone",
                    lambda m, a, c, o: m(c, o, _out(a, "population"), names(a.models) or [],
                                         ints(a.populations, "--populations", "8,16"), seed=a.seed)),
@@ -102,6 +102,8 @@ FLAGS = (  # (flag, add_argument keywords): each says which benches use it
     ("--budget-seconds", dict(type=float, default=None,
          help="compare: every run trains for this many seconds (evaluations excluded; run.budget_seconds) "
          "instead of equal episodes; es.generations is then the most updates a run may make")),
+    ("--arms", dict(help="compare: a YAML file of the settings swept, {es: {label: [override, ...]}, grpo: {...}} "
+         "(as many of each), instead of --es-sigmas / --grpo-lrs; e.g. configs/studies/equal-time-arms.yaml")),
     ("--grpo-lr", dict(type=float, default=None,
          help="horizon: GRPO learning rate (default: grpo_best_lr of compare.json beside --out, else 1e-5)")),
     ("--es-sigma", dict(type=float, default=None,

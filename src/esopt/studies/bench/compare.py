@@ -69,11 +69,53 @@ def arm_overrides(cfg, arm: str) -> list[str]:
             f"grpo.puzzles_per_step={cfg.es.episodes_per_member}"]
 
 
-def sweep_settings(cfg, grpo_lrs=None, es_sigmas=None) -> dict[str, list[dict]]:
-    """Per method, the settings tried: {label, value, overrides}. Equal tuning budget: the
-    same number of distinct settings for each method (a ConfigError otherwise)."""
+def read_arms(path: str) -> dict[str, list[dict]]:
+    """An arms file (--arms): YAML {es: {label: [override, ...]}, grpo: {label: [...]}}, each label one
+    setting of that method (its run folders are named by it). Returned as sweep_settings' settings."""
+    import re
+
+    import yaml
+
+    from ...config import ConfigError, parse_override
+
+    try:
+        tree = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as err:
+        raise ConfigError(f"--arms {path}: cannot read it as YAML ({str(err).splitlines()[0]})") from None
+    if not isinstance(tree, dict) or set(tree) != set(ARMS):
+        raise ConfigError(f"--arms {path} must map exactly {' and '.join(ARMS)} to their settings "
+                          f"({{label: [override, ...]}}), got {sorted(tree) if isinstance(tree, dict) else tree!r}")
+    out = {}
+    for arm in ARMS:
+        settings = tree[arm]
+        if not isinstance(settings, dict) or not settings:
+            raise ConfigError(f"--arms {path}: {arm} must map labels to lists of overrides, got {settings!r}")
+        out[arm] = []
+        for label, overrides in settings.items():
+            label = str(label)
+            if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._+-]*", label):
+                raise ConfigError(f"--arms {path}: {arm} label {label!r} names run folders: letters, digits, . _ + -")
+            if not isinstance(overrides, list) or not all(isinstance(o, str) for o in overrides):
+                raise ConfigError(f"--arms {path}: {arm}.{label} must be a list of key=value overrides")
+            for o in overrides:
+                parse_override(o)
+            out[arm].append({"label": label, "value": label, "overrides": list(overrides)})
+    return out
+
+
+def sweep_settings(cfg, grpo_lrs=None, es_sigmas=None, arms: dict | None = None) -> dict[str, list[dict]]:
+    """Per method, the settings tried: {label, value, overrides} (arms: read_arms' instead of the sigma
+    and learning-rate lists). Equal tuning budget: the same number of distinct settings for each
+    method (a ConfigError otherwise)."""
     from ...config import ConfigError
 
+    if arms is not None:
+        if grpo_lrs or es_sigmas:
+            raise ConfigError("bench compare: --arms names every setting; leave out --grpo-lrs and --es-sigmas")
+        if len(arms["es"]) != len(arms["grpo"]):
+            raise ConfigError(f"bench compare: equal tuning budget needs as many ES arms as GRPO arms "
+                              f"(es has {len(arms['es'])}, grpo has {len(arms['grpo'])})")
+        return arms
     start, end = cfg.es.sigma.start, cfg.es.sigma.end
     sigmas = list(es_sigmas) if es_sigmas else [start * f for f in DEFAULT_SIGMA_FACTORS]
     lrs = list(grpo_lrs) if grpo_lrs else list(DEFAULT_GRPO_LRS)
@@ -137,8 +179,112 @@ def heldout_row(runs: list[dict]) -> dict:
             "peak_cuda_mb": max(cuda) if cuda else None}
 
 
+def paired_by_task(es_runs: list[dict], grpo_runs: list[dict]) -> dict | None:
+    """ES - GRPO on the final held-out tasks, seed by seed (the same tasks for both methods at a seed):
+    per seed the mean and SE over tasks of the task-by-task difference; over seeds their mean with the
+    SE over seeds (spread of the seed means) and the SE over tasks (the per-seed SEs pooled). None
+    where a run has no per-task figures."""
+    from ...train.evaluate import mean_se
+
+    per_seed = []
+    for e, g in zip(es_runs, grpo_runs):
+        a, b = ((r.get("heldout_by_task") or {}).get("final") for r in (e, g))
+        if not a or not b or set(a) != set(b):
+            return None
+        per_seed.append(mean_se([a[t] - b[t] for t in a]))
+    means = [m for m, _ in per_seed]
+    n = len(means)
+    return {"per_seed": [{"mean": m, "se_over_tasks": se} for m, se in per_seed], "mean": mean(means),
+            "se_over_seeds": stdev(means) / math.sqrt(n) if n > 1 else None,
+            "se_over_tasks": math.sqrt(sum(se ** 2 for _, se in per_seed)) / n}
+
+
+def step_curve(run: dict, key: str, grid: list[float]) -> list[float | None]:
+    """The run's `key` (validation or reward) at each training second of `grid`: that of its last
+    evaluation at or before it (the weights a user would have at that time); held after the run ends."""
+    pts = [(p["train_seconds"], p[key]) for p in run["curve"] if p.get(key) is not None]
+    out = []
+    for t in grid:
+        seen = [v for s, v in pts if s <= t]
+        out.append(seen[-1] if seen else None)
+    return out
+
+
+def curve_grid(runs: list[dict], step: float | None) -> list[float]:
+    """Training seconds at which curves are compared: 0, step, 2 step, ... up to the longest run."""
+    end = max((r["curve"][-1]["train_seconds"] for r in runs if r["curve"]), default=0.0)
+    step = step or max(end / 8, 1.0)
+    return [k * step for k in range(int(end // step) + 1)] + ([end] if end % step else [])
+
+
+def mean_curves(final: dict[str, list[dict]], key: str, step: float | None) -> dict:
+    """{grid, per method: mean and std over seeds at each grid point} of step_curve."""
+    grid = curve_grid([r for runs in final.values() for r in runs], step)
+    out = {"grid_seconds": grid}
+    for arm, runs in final.items():
+        rows = [step_curve(r, key, grid) for r in runs]
+        cols = [[v for v in col if v is not None] for col in zip(*rows)] if rows else []
+        out[arm] = {"mean": [mean(c) if c else None for c in cols],
+                    "std": [stdev(c) if len(c) > 1 else 0.0 if c else None for c in cols]}
+    return out
+
+
 def _mb(v) -> str:
     return f"{v:.0f}" if v is not None else "n/a"
+
+
+def _plot_budget(sweep: dict, final: dict, path: str, budget_seconds: float, step: float | None) -> None:
+    """Equal wall-clock: validation against training seconds for every sweep setting, then the chosen
+    settings' validation curves (mean ± std over seeds; each seed thin) and held-out before/after."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    colors = {"es": plt.get_cmap("Blues"), "grpo": plt.get_cmap("Oranges")}
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.2))
+    for arm, settings in sweep.items():
+        for k, (label, runs) in enumerate(settings.items()):
+            for j, run in enumerate(runs):
+                pts = [(p["train_seconds"], p["validation"]) for p in run["curve"] if p.get("validation") is not None]
+                if pts:
+                    axes[0].plot(*zip(*pts), marker=".", color=colors[arm](0.35 + 0.6 * k / max(len(settings) - 1, 1)),
+                                 label=f"{arm.upper()} {label}" if j == 0 else None)
+    curves = mean_curves(final, "validation", step)
+    grid = curves["grid_seconds"]
+    for arm, runs in final.items():
+        c = colors[arm](0.8)
+        for run in runs:
+            pts = [(p["train_seconds"], p["validation"]) for p in run["curve"] if p.get("validation") is not None]
+            if pts:
+                axes[1].plot(*zip(*pts), lw=0.7, alpha=0.5, color=c)
+        m, sd = curves[arm]["mean"], curves[arm]["std"]
+        xs = [x for x, v in zip(grid, m) if v is not None]
+        mm = [v for v in m if v is not None]
+        ss = [v for v, mv in zip(sd, m) if mv is not None]
+        axes[1].step(xs, mm, where="post", lw=2, color=c, label=f"{arm.upper()} {runs[0]['setting']}: mean of {len(runs)}")
+        axes[1].fill_between(xs, [a - b for a, b in zip(mm, ss)], [a + b for a, b in zip(mm, ss)], step="post",
+                             color=c, alpha=0.15)
+        for k, run in enumerate(runs):
+            sm, end = run["summary"], run["curve"][-1]["train_seconds"]
+            if "base" in sm and "final" in sm:
+                axes[2].plot([0, end], [sm["base"]["reward"], sm["final"]["reward"]], "o-", color=c, alpha=0.8,
+                             label=f"{arm.upper()} {run['setting']}" if k == 0 else None)
+    for ax in axes:
+        ax.axvline(budget_seconds, color="0.5", ls=":", lw=1)
+        ax.set_xlabel("training seconds (evaluations excluded)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    axes[0].set_title("sweep: validation reward (the choice)")
+    axes[1].set_title("chosen settings: validation reward, mean ± std over seeds")
+    axes[2].set_title("chosen settings: held-out before -> after (one line per seed)")
+    axes[0].set_ylabel("validation reward")
+    axes[1].set_ylabel("validation reward")
+    axes[2].set_ylabel("held-out reward")
+    fig.suptitle(f"ES vs GRPO at {budget_seconds:g} s of training each, each at its best validation setting")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def _plot(sweep: dict, final: dict, path: str, budget_seconds: float | None = None) -> None:
@@ -181,7 +327,8 @@ def _plot(sweep: dict, final: dict, path: str, budget_seconds: float | None = No
 
 def main(config: str, overrides: list[str], out: str, seeds: list[int], work_dir: str | None = None,
          grpo_lrs: list[float] | None = None, es_sigmas: list[float] | None = None,
-         tune_seeds: list[int] | None = None, jobs: int = 1, budget_seconds: float | None = None) -> dict:
+         tune_seeds: list[int] | None = None, jobs: int = 1, budget_seconds: float | None = None,
+         arms: str | None = None, records: str | None = None) -> dict:
     from ...config import ConfigError, load_config
     from .common import write_results
 
@@ -193,12 +340,13 @@ def main(config: str, overrides: list[str], out: str, seeds: list[int], work_dir
         overrides = list(overrides) + [f"run.budget_seconds={budget_seconds!r}"]
     tune_seeds = list(tune_seeds) if tune_seeds else seeds[:1]
     cfg = load_config(config, overrides)
-    settings = sweep_settings(cfg, grpo_lrs, es_sigmas)
+    settings = sweep_settings(cfg, grpo_lrs, es_sigmas, read_arms(arms) if arms else None)
     # held-out before training (the paired improvement) and a validation split (the choice)
     base = list(overrides) + ["eval.at_start=true"] + (
         [] if cfg.tasks.validation else [f"tasks.validation={DEFAULT_VALIDATION}"])
     cfg = load_config(config, base)
     work = work_dir or str(Path(out).with_suffix("")) + "-runs"
+    records = records or str(Path(out).with_suffix("")) + "-records"  # committed: the study resumes from them
     episodes = cfg.es.generations * cfg.es.population * cfg.es.episodes_per_member
     per_run = (f"{budget_seconds:g} s of training (at most {episodes} episodes)" if budget_seconds is not None
                else f"{episodes} episodes")
@@ -206,13 +354,16 @@ def main(config: str, overrides: list[str], out: str, seeds: list[int], work_dir
           f"{per_run}; choice on {cfg.tasks.validation} validation puzzles", flush=True)
 
     def run(arm: str, setting: dict, seed: int) -> dict:
-        r = train_run(config, base + arm_overrides(cfg, arm) + setting["overrides"] + [f"run.seed={seed}"], work,
-                      f"{arm}-{setting['label']}-seed{seed}")
+        # a tuning run at a seed of no final run never plays held-out (the choice reads validation alone)
+        tuning_only = [] if seed in seeds else ["eval.heldout=never"]
+        r = train_run(config, base + arm_overrides(cfg, arm) + setting["overrides"] + tuning_only + [f"run.seed={seed}"], work,
+                      f"{arm}-{setting['label']}-seed{seed}", records=records)
         return {**r, "seed": seed, "setting": setting["label"]}
 
     # 1. sweep: validation reward only
     sweep: dict[str, dict[str, list[dict]]] = {arm: {} for arm in ARMS}
-    plan = [(arm, s, seed) for seed in tune_seeds for arm in ARMS for s in settings[arm]]
+    # the k-th setting of each method side by side (--jobs 2): both see the same contention
+    plan = [(arm, settings[arm][k], seed) for seed in tune_seeds for k in range(len(settings["es"])) for arm in ARMS]
     for (arm, s, seed), r in zip(plan, run_all([lambda p=p: run(*p) for p in plan], jobs)):
         sweep[arm].setdefault(s["label"], []).append(r)
         print(f"sweep {arm:4s} {s['label']:>14s} seed {seed}: validation {final_validation(r):.4f}", flush=True)
@@ -236,7 +387,8 @@ def main(config: str, overrides: list[str], out: str, seeds: list[int], work_dir
                       "training_decoding": training_decoding(load_config(config, base + arm_overrides(cfg, arm)), arm),
                       "sweep": {label: {"validation_mean": mean(final_validation(r) for r in runs),
                                         "validation_finals": [final_validation(r) for r in runs],
-                                        "heldout_finals_not_used": [r["curve"][-1]["reward"] for r in runs]}
+                                        "heldout_finals_not_used": [r["curve"][-1]["reward"] for r in runs
+                                                                    if r["curve"][-1]["reward"] is not None]}
                                 for label, runs in sweep[arm].items()},
                       **heldout_row(final[arm])}
     if budget_seconds is None and table["es"]["episodes"] != table["grpo"]["episodes"]:
@@ -261,13 +413,28 @@ def main(config: str, overrides: list[str], out: str, seeds: list[int], work_dir
               + (f" (CUDA {_mb(row['peak_cuda_mb'])} MB)" if row["peak_cuda_mb"] is not None else ""))
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     png = str(Path(out).with_suffix(".png"))
-    _plot(sweep, final, png, budget_seconds)
+    step = cfg.eval.every_seconds
+    if budget_seconds is not None:
+        _plot_budget(sweep, final, png, budget_seconds, step)
+    else:
+        _plot(sweep, final, png, budget_seconds)
     print(f"plot: {png}")
+    paired = paired_by_task(final["es"], final["grpo"])
+    if paired is not None:
+        print(f"ES - GRPO on the final held-out, task by task: {paired['mean']:+.4f} (SE over seeds "
+              + (f"{paired['se_over_seeds']:.4f}" if paired["se_over_seeds"] is not None else "n/a")
+              + f", SE over tasks {paired['se_over_tasks']:.4f})")
 
     diff = table["es"]["final_mean"] - table["grpo"]["final_mean"]
     spread = math.sqrt((table["es"]["final_std"] ** 2 + table["grpo"]["final_std"] ** 2) / 2)
-    res = {"es_minus_grpo_heldout": diff, "es_best_sigma": chosen["es"]["value"],
-           "grpo_best_lr": chosen["grpo"]["value"]}
+    res = ({"es_minus_grpo_heldout": diff, "es_best_arm": chosen["es"]["label"],
+            "grpo_best_arm": chosen["grpo"]["label"]} if arms else
+           {"es_minus_grpo_heldout": diff, "es_best_sigma": chosen["es"]["value"],
+            "grpo_best_lr": chosen["grpo"]["value"]})
+    if paired is not None:
+        res["es_minus_grpo_se_over_tasks"] = paired["se_over_tasks"]
+        if paired["se_over_seeds"] is not None:
+            res["es_minus_grpo_se_over_seeds"] = paired["se_over_seeds"]
     if spread > 0:
         res["es_minus_grpo_over_spread"] = diff / spread
     else:
@@ -278,8 +445,11 @@ def main(config: str, overrides: list[str], out: str, seeds: list[int], work_dir
     write_results(out, "compare", res, {
         "config": config, "overrides": overrides, "seeds": seeds, "tune_seeds": tune_seeds,
         "validation_puzzles": cfg.tasks.validation, "episodes_per_run": episodes, "jobs": jobs,
-        "budget_seconds": budget_seconds,
+        "budget_seconds": budget_seconds, "arms_file": arms,
         "settings": {arm: [s["label"] for s in settings[arm]] for arm in ARMS},
+        "arms": {arm: {s["label"]: s["overrides"] for s in settings[arm]} for arm in ARMS},
+        "es_minus_grpo_by_task": paired,
+        "validation_curves": mean_curves(final, "validation", step) if budget_seconds is not None else None,
         "pooled_std": spread, "es_minus_grpo_per_seed": per_seed, "table": table,
         "runs": {"sweep": sweep, "final": final}, "plot": png})
     return res

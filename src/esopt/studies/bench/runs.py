@@ -5,6 +5,12 @@ Beside each run folder NAME, `NAME.bench.json` records what only the parent sees
 the child's peak RSS (its own getrusage maximum, exact, read as it exits), its peak
 CUDA memory where it used a GPU (torch.cuda.max_memory_allocated), and its wall
 time including evaluations. A run read back later keeps these figures.
+
+With a records folder (train_run's `records`), a finished run also leaves RECORDS/NAME.json:
+what read_run returns plus the run's resolved config, a few KB. A study whose records folder
+is committed can then be continued on another machine or in a later session, where the run
+folders are gone: a run with a record is read back from it (the settings checked as for a
+folder), not trained again.
 """
 from __future__ import annotations
 
@@ -18,6 +24,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from ...train.loop import seconds_by_update
 from ...train.rundir import RunDir, holds_run
 
 # the child: `esopt train ...` in a process that writes its own peaks to a JSON file as it exits
@@ -55,43 +62,80 @@ def bench_meta_path(path: Path) -> Path:
     return path.parent / f"{path.name}.bench.json"
 
 
-def _differences(a: dict, b: dict, prefix: tuple = ()) -> list[str]:
+_MISSING = object()
+
+
+def _differences(a: dict, b: dict, prefix: tuple = (), defaults: dict | None = None) -> list[str]:
+    """Settings of `a` (wanted now) that `b` (a run folder's or record's) does not share. A key `b`
+    lacks (a setting added to esopt after that run) counts as its default there."""
     out = []
     for k in sorted(set(a) | set(b)):
         key = prefix + (k,)
         if key in _IGNORED_KEYS:
             continue
-        va, vb = a.get(k), b.get(k)
+        default = defaults.get(k, _MISSING) if isinstance(defaults, dict) else _MISSING
+        va, vb = a.get(k), b.get(k, default)
+        if vb is _MISSING:
+            vb = None
         if isinstance(va, dict) and isinstance(vb, dict):
-            out += _differences(va, vb, key)
+            out += _differences(va, vb, key, default if isinstance(default, dict) else None)
         elif va != vb:
             out.append(f"{'.'.join(key)}: {vb!r} there, {va!r} now")
     return out
 
 
-def _check_same_settings(config: str, overrides: list[str], path: Path) -> None:
-    """A run folder reused by name must hold a run of the same settings (a sweep split
-    over several invocations with another budget would otherwise mix runs silently)."""
+def _check_same_settings(config: str, overrides: list[str], path: Path, have: dict | None = None) -> None:
+    """A run folder (or record: `have`, its config) reused by name must hold a run of the same
+    settings (a sweep split over several invocations with another budget would otherwise mix runs
+    silently)."""
     from ...config import ConfigError, load_config
 
     want = load_config(config, overrides).model_dump(mode="json")
-    have = RunDir(path).load_config().model_dump(mode="json")
-    diff = _differences(want, have)
+    have = have if have is not None else RunDir(path).load_config().model_dump(mode="json")
+    from ...config import Config
+
+    diff = _differences(want, have, defaults=Config().model_dump(mode="json"))
     if diff:
         raise ConfigError(f"{path} holds a run with other settings ({'; '.join(diff[:4])}"
                           f"{'; ...' if len(diff) > 4 else ''}): use another --out, or move that folder away")
 
 
-def train_run(config: str, overrides: list[str], out_dir: str, name: str, log=print) -> dict:
+def record_path(records: str | Path, name: str) -> Path:
+    return Path(records) / f"{name}.json"
+
+
+def write_record(records: str | Path, name: str, run: dict) -> None:
+    """RECORDS/NAME.json: read_run's figures of a finished run and its resolved config."""
+    from ...es.history import atomic_write_bytes
+
+    cfg = RunDir(run["run_dir"]).load_config().model_dump(mode="json")
+    path = record_path(records, name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(path, json.dumps({**run, "config": cfg}, indent=1).encode())
+
+
+def read_record(records: str | Path, name: str) -> dict | None:
+    """A run's record ({**read_run, "config"}), or None where there is none."""
+    path = record_path(records, name)
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def train_run(config: str, overrides: list[str], out_dir: str, name: str, log=print,
+              records: str | None = None) -> dict:
     """Run `esopt train CONFIG overrides` into out_dir/name and return its curve (read_run).
 
     A finished run of that name (summary.json) is read back instead of trained again; an
     interrupted one is resumed where it can be (ES history, GRPO checkpoint), else moved
     aside to NAME.incomplete-<time> and trained afresh. Either way the folder's settings
-    must match these (a ConfigError names the differences).
+    must match these (a ConfigError names the differences). With `records`, a run found
+    there is read from its record (settings checked alike) and a finished one is recorded.
     """
     path = Path(out_dir) / name
     full = list(overrides) + [f"run.out_dir={out_dir}", f"run.name={name}"]
+    rec = read_record(records, name) if records else None
+    if rec is not None and not (path / "summary.json").exists():
+        _check_same_settings(config, full, record_path(records, name), rec.pop("config"))
+        return rec
     resumable = holds_run(path)
     if (path / "summary.json").exists() or resumable:
         _check_same_settings(config, full, path)
@@ -118,7 +162,10 @@ def train_run(config: str, overrides: list[str], out_dir: str, name: str, log=pr
             raise RuntimeError(f"training run {name} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
         _record_meta(path, peaks, wall)
         log(f"[bench] {name}: trained in {wall:.0f}s, peak RSS {peaks.get('peak_rss_mb') or 0:.0f} MB")
-    return read_run(path)
+    run = read_run(path)
+    if records:
+        write_record(records, name, run)
+    return run
 
 
 def run_all(calls: list[Callable[[], dict]], jobs: int = 1) -> list[dict]:
@@ -152,15 +199,13 @@ def read_run(path: Path) -> dict:
     summary = json.loads((path / "summary.json").read_text())
     metrics = RunDir(path).metrics()
     per_gen = summary.get("episodes_per_generation")
-    train_seconds: dict[int, float] = {}
+    train_seconds = seconds_by_update(metrics)
     episodes: dict[int, int] = {}
-    spent, played = 0.0, 0
+    played = 0
     for m in metrics:
         if m.get("kind") == "train":
-            g = m["generation"]
-            spent += sum(v for k, v in m.items() if k.startswith("time_"))
             played += int(m.get("episodes") or per_gen or 0)
-            train_seconds[g + 1], episodes[g + 1] = spent, played
+            episodes[m["generation"] + 1] = played
     # reward/se: held-out (None at evaluations that played only the validation split);
     # validation/validation_se: the validation split's figures where the run has one
     curve = [{"generation": m["generation"], "episodes": episodes.get(m["generation"], 0),
@@ -171,4 +216,21 @@ def read_run(path: Path) -> dict:
     meta_path = bench_meta_path(path)
     meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
     return {"run_dir": str(path), "summary": summary, "curve": curve,
+            "heldout_by_task": {"base": _by_task(path, 0), "final": _by_task(path, summary.get("generations"))},
             **{k: meta.get(k) for k in ("peak_rss_mb", "peak_cuda_mb", "wall_seconds")}}
+
+
+def _by_task(path: Path, generation) -> dict[str, float] | None:
+    """{task id: mean reward} of the held-out evaluation after `generation` updates (None: not played),
+    so two methods' runs on the same held-out tasks can be paired task by task."""
+    from ...train.summary import TRAJECTORY_PREFIX
+
+    if generation is None:
+        return None
+    episodes = RunDir(path).read_trajectories(f"{TRAJECTORY_PREFIX['heldout']}_gen{int(generation):04d}")
+    if not episodes:
+        return None
+    by: dict[str, list[float]] = {}
+    for k, ep in enumerate(episodes):
+        by.setdefault(str(ep.get("task", k)), []).append(ep["reward"])
+    return {task: sum(v) / len(v) for task, v in by.items()}
