@@ -19,6 +19,14 @@ def test_bare_train_prints_usage_and_runs_nothing(tmp_path, capsys, monkeypatch)
     assert not list(tmp_path.iterdir())
 
 
+def test_bare_serve_prints_usage_and_runs_nothing(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["serve"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: esopt serve") and "serve needs a config file" in err
+    assert not list(tmp_path.iterdir())
+
+
 def test_version_and_an_example_in_every_commands_help(capsys):
     from esopt import __version__
 

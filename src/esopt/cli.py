@@ -34,6 +34,11 @@ def cmd_train(a) -> int:
 def cmd_serve(a) -> int:
     from .serve.command import run
 
+    if not a.resume and not split_args(a.args)[0]:
+        a.parser.print_usage(sys.stderr)
+        print("esopt: error: serve needs a config file (e.g. esopt serve configs/demo.yaml) or --resume RUN_DIR; "
+              "see esopt serve --help", file=sys.stderr)
+        return 2
     print_summary(run(a))
     return 0
 

@@ -266,6 +266,21 @@ class CoevoConfig(Strict):
     proposer: ProposerConfig | None = None  # who proposes skills: none = the model being tuned (greedy)
 
 
+class ServeConfig(Strict):
+    """esopt serve's admission limits (serve/limits.py, docs/serve.md): a request past one is refused with one
+    JSON error line before any tokenizing or decoding."""
+
+    max_body_bytes: int = Field(1 << 20, ge=1024)  # a larger request body: 413
+    # the most tokens one reply may ask for (max_tokens); 0: 8 x agent.max_new_tokens, at least 256, at most
+    # half the model's positions
+    max_tokens: int = Field(0, ge=0)
+    max_n: int = Field(16, ge=1)  # replies per request
+    max_stop_chars: int = Field(256, ge=1)  # characters per stop string
+    max_metadata_bytes: int = Field(64 << 10, ge=0)  # a reward's metadata, as JSON
+    # a chat request not answered within this many seconds (waiting and decoding): 504, its decoding stopped
+    request_timeout_s: float = Field(300.0, gt=0)
+
+
 class Config(Strict):
     model: str = "smollm2-135m-instruct"
     algo: Literal["es", "grpo", "gepa"] = "es"  # the training algorithm (esopt.train.algorithm)
@@ -279,6 +294,7 @@ class Config(Strict):
     run: RunConfig = RunConfig()
     log: LogConfig = LogConfig()
     coevo: CoevoConfig = CoevoConfig()
+    serve: ServeConfig = ServeConfig()  # esopt serve's admission limits
 
     @field_validator("model")
     @classmethod

@@ -190,6 +190,126 @@ def test_bad_requests_get_one_json_error_line_and_change_nothing(esopt_cache, tm
     assert [p["reward"] for p in posted] == [1.0] + [0.5] * 7  # the refused ones left no trace
 
 
+def test_requests_past_the_admission_limits_are_refused_before_any_decoding(esopt_cache, tmp_path, monkeypatch):
+    """serve.* limits (serve/limits.py): an oversized body (declared or streamed), a reply ceiling, n, stop
+    strings, a prompt past the model's positions and oversized reward metadata are one error line each, and
+    the run goes on as if they had not been sent."""
+    def client(http, run):
+        gen = http.post("/es/generation/start").json()
+        chat = {"model": "member-0", "messages": [{"role": "user", "content": "hi"}]}
+        big = json.dumps({**chat, "messages": [{"role": "user", "content": "x" * 70_000}]}).encode()
+        one_error(http.post("/v1/chat/completions", content=big), 413, "65536 bytes", "serve.max_body_bytes")
+        streamed = (big[i:i + 4096] for i in range(0, len(big), 4096))  # chunked: no Content-Length to go by
+        one_error(http.post("/v1/chat/completions", content=streamed), 413, "serve.max_body_bytes")
+        # tiny-llama: 4096 positions; agent.max_new_tokens=3 -> a ceiling of 256 tokens per reply
+        one_error(http.post("/v1/chat/completions", json={**chat, "max_tokens": 100_000}), 400,
+                  "max_tokens", "100000", "256", "serve.max_tokens")
+        one_error(http.post("/v1/chat/completions", json={**chat, "max_completion_tokens": 257}), 400,
+                  "max_completion_tokens", "serve.max_tokens")
+        one_error(http.post("/v1/chat/completions", json={**chat, "n": 17}), 400, "n: 17", "serve.max_n")
+        one_error(http.post("/v1/chat/completions", json={**chat, "stop": ["y" * 300]}), 400, "serve.max_stop_chars")
+        long = {**chat, "messages": [{"role": "user", "content": "ab" * 2500}], "max_tokens": 2}  # 5000 chars
+        one_error(http.post("/v1/chat/completions", json=long), 400, "messages", "4096 positions")
+        episode = gen["episodes"][0]["id"]
+        one_error(http.post("/es/reward", json={"episode": episode, "reward": 1, "metadata": {"log": "z" * 40_000}}),
+                  413, "metadata", "serve.max_metadata_bytes")
+        ok = http.post("/v1/chat/completions", json={**chat, "max_tokens": 256}).json()  # at the ceiling: served
+        assert ok["choices"] and ok["usage"]["completion_tokens"] <= 256
+        status = http.get("/es/status").json()
+        assert (status["generation"], status["missing"]) == (0, 8)  # nothing refused was taken
+        play_all(http, gen)
+        assert http.post("/es/generation/finish", json={}).json()["finished"]
+
+    limits = ["serve.max_body_bytes=65536", "serve.max_metadata_bytes=32768"]
+    assert drive(tmp_path, monkeypatch, client, extra=limits) == 0
+    assert not (tmp_path / "s" / "serve.json").exists()  # the address goes with the server
+    posted = [json.loads(x) for x in (tmp_path / "s" / "serve" / "gen0000.jsonl").read_text().splitlines()]
+    assert [p["reward"] for p in posted] == [0.5] * 8
+
+
+LONG = ["serve.max_tokens=4000", "agent.batch_size=1"]  # tiny-llama (4096 positions, ~1 ms a token)
+
+
+def idle(http, within: float) -> None:
+    """No chat request waits or is decoded any longer, within this many seconds."""
+    import time
+
+    t0 = time.monotonic()
+    while http.get("/es/status").json()["chats_waiting"]:
+        assert time.monotonic() - t0 < within, "a request nobody waits for is still being decoded"
+        time.sleep(0.02)
+
+
+def test_a_request_past_its_deadline_or_whose_client_left_stops_decoding(esopt_cache, tmp_path, monkeypatch):
+    import time
+
+    import httpx
+
+    def client(http, run):
+        gen = http.post("/es/generation/start").json()
+        # 4000 tokens (ignore_eos: never the end of turn) take seconds: far past the 1 s deadline
+        chat = {"model": "member-0", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4000,
+                "ignore_eos": True}
+        t0 = time.monotonic()
+        one_error(http.post("/v1/chat/completions", json=chat), 504, "serve.request_timeout_s")
+        overdue = time.monotonic() - t0
+        assert overdue < 1.0 + 1.0, overdue  # the deadline and a few decode steps
+        idle(http, within=0.5)
+        with httpx.Client(base_url=str(http.base_url), timeout=0.4) as impatient:  # gives up after 0.4 s
+            with pytest.raises(httpx.ReadTimeout):
+                impatient.post("/v1/chat/completions", json={**chat, "model": "member-1"})
+        idle(http, within=1.0)  # its decoding stops once the server sees it left
+        ok = http.post("/v1/chat/completions", json={**chat, "max_tokens": 2})
+        assert ok.status_code == 200 and ok.json()["usage"]["completion_tokens"] == 2
+        play_all(http, gen)
+        assert http.post("/es/generation/finish", json={}).json()["finished"]
+
+    assert drive(tmp_path, monkeypatch, client, extra=[*LONG, "serve.request_timeout_s=1"]) == 0
+
+
+def test_a_long_reply_yields_the_model_to_other_requests_and_is_the_same_reply(esopt_cache, tmp_path, monkeypatch):
+    """Decoding in slices (serve/runner.py SLICE_TOKENS): a short request sent while a long reply decodes is
+    answered long before that reply ends, and the long reply (sampled, with its seed) is the one decoded with
+    nobody between its slices."""
+    import time
+
+    def client(http, run):
+        gen = http.post("/es/generation/start").json()
+        long = {"model": "member-0", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2000,
+                "ignore_eos": True, "stop": ["never in a reply"], "temperature": 1.0, "seed": 7}
+        t0 = time.monotonic()
+        alone = http.post("/v1/chat/completions", json=long).json()
+        took = time.monotonic() - t0
+        answer = {}
+        asker = threading.Thread(target=lambda: answer.update(r=http.post("/v1/chat/completions", json=long)))
+        asker.start()
+        time.sleep(took / 4)  # well into the long reply
+        t0 = time.monotonic()
+        short = http.post("/v1/chat/completions", json={**long, "model": "member-1", "max_tokens": 2})
+        waited = time.monotonic() - t0
+        asker.join(120)
+        assert short.status_code == 200 and waited < took / 3, (waited, took)
+        again = answer["r"].json()
+        assert again["choices"] == alone["choices"] and again["usage"] == alone["usage"]
+        assert alone["usage"]["completion_tokens"] == 2000 and alone["choices"][0]["finish_reason"] == "length"
+        play_all(http, gen)
+        assert http.post("/es/generation/finish", json={}).json()["finished"]
+
+    assert drive(tmp_path, monkeypatch, client, extra=LONG) == 0
+
+
+def test_serve_limits_follow_the_config():
+    from esopt.config import load_config
+    from esopt.serve.limits import Limits
+
+    cfg = load_config("configs/demo.yaml", ["agent.max_new_tokens=64"])
+    assert Limits.of(cfg, positions=8192).max_tokens == 512  # 8 x agent.max_new_tokens
+    assert Limits.of(cfg, positions=600).max_tokens == 300  # at most half the positions
+    assert Limits.of(cfg, positions=None).max_tokens == 512
+    assert Limits.of(load_config("configs/demo.yaml", ["agent.max_new_tokens=4"]), 8192).max_tokens == 256  # floor
+    assert Limits.of(load_config("configs/demo.yaml", ["serve.max_tokens=6000"]), 8192).max_tokens == 6000  # as set
+
+
 def test_missing_episodes_wait_or_count_as_the_failure_reward(esopt_cache, tmp_path, monkeypatch):
     def client(http, run):
         gen = http.post("/es/generation/start").json()
@@ -356,6 +476,38 @@ def test_ctrl_c_while_the_client_plays_stops_with_the_serve_resume_command(esopt
         proc.send_signal(signal.SIGINT)
         assert proc.wait(60) == 130
         assert f"continue with: esopt serve --resume {tmp_path / 's'}" in proc.stdout.read()
+    finally:
+        proc.kill()
+
+
+@pytest.mark.slow  # subprocesses / two runs: the default tier stays near 5 minutes
+def test_sigterm_mid_decode_stops_the_server_within_5_seconds(esopt_cache, tmp_path):
+    import subprocess
+    import time
+
+    import httpx
+
+    run = tmp_path / "s"
+    proc = serve_process("configs/demo.yaml", *QUICK, *LONG, "serve.request_timeout_s=600", f"run.out_dir={tmp_path}",
+                         "run.name=s", stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        url = wait_for(run)
+        with httpx.Client(base_url=url, timeout=60) as http:
+            http.post("/es/generation/start")
+            answer = {}
+            chat = {"model": "member-0", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4000,
+                    "ignore_eos": True}
+            asker = threading.Thread(target=lambda: answer.update(r=http.post("/v1/chat/completions", json=chat)))
+            asker.start()
+            time.sleep(1.0)  # decoding now
+            t0 = time.monotonic()
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(5) == 130 and time.monotonic() - t0 < 5
+            asker.join(5)
+        out = proc.stdout.read()
+        assert "SIGTERM" in out and f"continue with: esopt serve --resume {run}" in out, out
+        assert answer["r"].status_code == 503 and "stopping" in answer["r"].json()["error"]["message"]
+        assert (run / "config.yaml").exists() and not (run / "serve.json").exists()
     finally:
         proc.kill()
 

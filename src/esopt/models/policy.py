@@ -12,6 +12,10 @@ from .static import DECODES, StaticCaches, load
 from .turncache import TurnCache
 
 
+class DecodeAborted(Exception):
+    """generate's ``abort()`` became true: its decoding stopped there and returned nothing."""
+
+
 @dataclass(frozen=True)
 class Sampling:
     temperature: float = 0.0  # 0 = greedy
@@ -51,7 +55,8 @@ class HFPolicy:
     def generate(self, conversations: list[list[dict]], max_new_tokens: int, sampling: Sampling = Sampling(), seed: int = 0,
                  row_context=None, token_ids: list | None = None, row_groups: list | None = None,
                  turn_cache: TurnCache | None = None, cache_keys: list | None = None, stop=None,
-                 prefix_store: PrefixStore | None = None) -> list[str]:
+                 prefix_store: PrefixStore | None = None, abort=None, tails: list | None = None,
+                 ignore_eos: bool = False) -> list[str]:
         """One reply per conversation; left-padded batches, KV cache, stop at end of turn.
 
         row_context(indices) -> context manager, if given, wraps the generation of the
@@ -69,6 +74,11 @@ class HFPolicy:
         nothing cached encode their whole prompt there.
         stop(reply_so_far) -> bool, if given, ends a row's reply as soon as it returns True
         (e.g. after a code block's closing fence); the reply keeps the text up to that token.
+        abort() -> bool, if given, is asked at every decode step: once it is true, decoding stops there and
+        DecodeAborted is raised (a server's cancelled or overdue request, a stop asked for mid-decode).
+        tails, if given, are token ids appended to each conversation's prompt (a reply decoded so far, which
+        this call continues; with turn_cache, its keys/values are reused).
+        ignore_eos: every row decodes max_new_tokens tokens (the end-of-turn token is never drawn).
         prefix_store (from new_prefix_store(), one per rollout: the weights must not change while it
         lives): a shared prefix encoded by an earlier call is reused instead of encoded again.
         """
@@ -81,6 +91,14 @@ class HFPolicy:
                 extra = {"turn_cache": turn_cache, "keys": list(cache_keys[start : start + len(chunk)])}
             if stop is not None:
                 extra["stop"] = stop
+            if abort is not None:
+                if abort():
+                    raise DecodeAborted
+                extra["abort"] = abort
+            if ignore_eos:
+                extra["ignore_eos"] = True
+            if tails is not None:
+                extra["tails"] = tails[start : start + len(chunk)]
             if prefix_store is not None and row_context is None:
                 extra["prefix_store"] = prefix_store
             if row_context is None:
@@ -111,17 +129,22 @@ class HFPolicy:
         return {CACHE_KWARG: growing_cache(self.model.config, reserve)} if self.grow_cache else {}
 
     def _generate_batch(self, texts, max_new_tokens, sampling, seed, token_ids=None, row_context=None, groups=None,
-                        turn_cache=None, keys=None, stop=None, prefix_store=None):
+                        turn_cache=None, keys=None, stop=None, prefix_store=None, abort=None, tails=None,
+                        ignore_eos=False):
         """row_context(local row indices) wraps forwards of those rows; groups: rows with equal ids share weights;
         turn_cache with keys: per-episode keys/values kept across turns."""
         tok = self.tokenizer
         rows = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
+        if tails is not None:
+            rows = [r + list(tail) for r, tail in zip(rows, tails)]
         reuse = [turn_cache.reusable(k, r) for k, r in zip(keys, rows)] if turn_cache is not None else [0] * len(rows)
         can_share = (self.prefix_cache and len(rows) > 1 and (row_context is None or groups is not None)
                      and not any(reuse))
         shared = common_prefix_len(rows) if can_share else 0
         shared = min(shared, min(len(r) for r in rows) - 1)  # every row keeps >= 1 token to decode from
         kwargs = dict(max_new_tokens=max_new_tokens, pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
+        if ignore_eos:
+            kwargs["min_new_tokens"] = max_new_tokens
         if sampling.temperature > 0:
             kwargs.update(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k or None)
         else:
@@ -176,15 +199,19 @@ class HFPolicy:
             # whose hooks change with every generation's members
             kwargs["disable_compile"] = self.decode != "compiled" or row_context is not None
         ids, mask = ids.to(self.device), mask.to(self.device)
-        if stop is not None:
+        if stop is not None or abort is not None:
             from transformers import StoppingCriteriaList
 
-            kwargs["stopping_criteria"] = StoppingCriteriaList([_text_stop(stop, tok, ids.shape[1])])
+            kwargs["stopping_criteria"] = StoppingCriteriaList(
+                ([_text_stop(stop, tok, ids.shape[1])] if stop is not None else [])
+                + ([_abort_stop(abort)] if abort is not None else []))
         # sampling draws from a forked, locally seeded RNG: the global RNG is left as it was
         with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
             torch.manual_seed(seed)
             with row_context(list(range(len(rows)))) if row_context else contextlib.nullcontext():
                 gen = self.model.generate(input_ids=ids, attention_mask=mask, return_dict_in_generate=True, **kwargs)
+        if abort is not None and abort():
+            raise DecodeAborted
         new = gen.sequences[:, ids.shape[1] :]
         self.tokens_generated += int((new != tok.pad_token_id).sum())
         replies = [_until_eos(n, tok.eos_token_id) for n in new.tolist()]
@@ -207,6 +234,17 @@ def _text_stop(stop, tokenizer, prompt_len: int):
             return torch.tensor([bool(stop(t)) for t in texts], dtype=torch.bool, device=input_ids.device)
 
     return TextStop()
+
+
+def _abort_stop(abort):
+    """A stopping criterion that ends every row at once when ``abort()`` is true (nothing is decoded to ask)."""
+    from transformers import StoppingCriteria
+
+    class Abort(StoppingCriteria):
+        def __call__(self, input_ids, scores, **kwargs):
+            return torch.full((input_ids.shape[0],), bool(abort()), dtype=torch.bool, device=input_ids.device)
+
+    return Abort()
 
 
 def _until_eos(ids: list[int], eos: int) -> list[int]:

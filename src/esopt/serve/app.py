@@ -6,7 +6,8 @@ generation to be published), GET /es/generation (the same, with the rewards post
 /es/reward, POST /es/generation/finish (the update, the history record, metrics), GET /es/status.
 Errors are OpenAI's shape, ``{"error": {"message": one line, "type", "code"}}``, and change nothing.
 Bound to 127.0.0.1 by default; any other address needs a token, sent as ``Authorization: Bearer``.
-Nothing a client sends is evaluated as code: bodies are parsed as JSON into typed fields.
+Nothing a client sends is evaluated as code: bodies are parsed as JSON into typed fields, within the
+admission limits of serve/limits.py (body size, reply tokens, prompt tokens, n, stop strings, metadata).
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import time
 from .protocol import ChatRequest, FinishPost, RewardPost, ServeError, chunks, parse
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+DISCONNECT_POLL_S = 0.25  # how often a waiting chat request looks whether its client is still there
 
 
 def needs_token(host: str) -> bool:
@@ -42,7 +44,21 @@ def build_app(runner, token: str | None = None):
         return JSONResponse(err.body(), status_code=err.status)
 
     async def body_of(request):
-        raw = await request.body()
+        """The body as JSON; past serve.max_body_bytes a 413 before more of it is read or parsed."""
+        limits = runner.limits
+        limits.check_length(request.headers.get("content-length"))
+        from starlette.requests import ClientDisconnect
+
+        parts, size = [], 0
+        try:
+            async for part in request.stream():
+                size += len(part)
+                if size > limits.max_body_bytes:
+                    limits.too_large()
+                parts.append(part)
+        except ClientDisconnect:
+            raise ServeError(400, "the client disconnected before its request body was complete") from None
+        raw = b"".join(parts)
         try:
             return json.loads(raw or b"{}")
         except ValueError:
@@ -69,7 +85,16 @@ def build_app(runner, token: str | None = None):
 
     async def chat(request):
         req = parse(ChatRequest, await body_of(request))
-        done = await wait(runner.submit_chat(req))
+        runner.limits.check_chat(req)
+        await asyncio.to_thread(runner.check_prompt, req)
+        job = runner.submit_chat(req)
+        answer = asyncio.wrap_future(job.future)
+        while not answer.done():  # a client that leaves has its decoding stopped (runner: _Job.gone)
+            await asyncio.wait([answer], timeout=DISCONNECT_POLL_S)
+            if not answer.done() and await request.is_disconnected():
+                job.gone.set()
+                return Response(status_code=499)
+        done = answer.result()
         if not req.stream:
             return done
         usage = bool((req.stream_options or {}).get("include_usage"))
@@ -123,7 +148,7 @@ class Server:
                                   "ESOPT_SERVE_TOKEN), which clients send as their API key")
         self.host, self.port, self.token, self.log = host, port, token, log
         self.server = self.thread = None
-        self.url = None
+        self.url = self.info = None
 
     def start(self, runner) -> None:
         import uvicorn
@@ -143,7 +168,8 @@ class Server:
         host = f"[{self.host}]" if ":" in self.host else self.host
         self.url = f"http://{host}:{port}"
         runner_run = runner.trainer.run.path
-        (runner_run / "serve.json").write_text(json.dumps({"url": self.url, "base_url": f"{self.url}/v1"}))
+        self.info = runner_run / "serve.json"  # removed again when the server stops
+        self.info.write_text(json.dumps({"url": self.url, "base_url": f"{self.url}/v1"}))
         self.log(f"[esopt] serving on {self.url}/v1 (members as models member-0.., the unperturbed weights as "
                  f"center; ES routes under {self.url}/es); this address is also in {runner_run / 'serve.json'}")
 
@@ -153,3 +179,5 @@ class Server:
             self.server.should_exit = True
             if self.thread is not None:
                 self.thread.join(timeout=10)
+        if self.info is not None:  # the address is no longer served: a client must not find it
+            self.info.unlink(missing_ok=True)

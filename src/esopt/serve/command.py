@@ -24,9 +24,6 @@ def run(a) -> dict:
     config, overrides = split_args(a.args)
     if a.resume and config:
         raise SystemExit("esopt: error: --resume takes the run's own config; pass no config file")
-    if not a.resume and not config:
-        raise SystemExit("esopt: error: serve needs a config file (e.g. esopt serve configs/demo.yaml) or "
-                         "--resume RUN_DIR")
     return serve(config, overrides, a.resume, a.host, a.port, a.token or os.environ.get("ESOPT_SERVE_TOKEN"),
                  a.missing)
 

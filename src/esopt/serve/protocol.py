@@ -53,8 +53,9 @@ class ChatRequest(BaseModel):
     max_tokens: int | None = Field(None, ge=1)
     max_completion_tokens: int | None = Field(None, ge=1)
     stop: str | list[str] | None = None
-    n: int = Field(1, ge=1, le=16)
+    n: int = Field(1, ge=1)  # at most serve.max_n (serve/limits.py)
     seed: int | None = None
+    ignore_eos: bool = False  # vLLM's extension: decode max_tokens tokens, never the end-of-turn token (benchmarks)
     stream: bool = False  # answered as server-sent events once the whole reply is decoded (chunks())
     stream_options: dict | None = None  # include_usage: a last chunk with the usage counts
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import contextlib
+import copy
 import json
 import math
 import queue
@@ -38,17 +39,21 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..models.policy import Sampling
+from ..models.policy import DecodeAborted, Sampling
 from ..train import stop
 from ..train.members import batched
 from ..train.runner import LocalRunner, Played
 from ..utils.seeding import derive_seed
+from .limits import Limits, model_positions
 from .protocol import CENTER, ChatRequest, FinishPost, RewardPost, ServeError, completion, cut_at_stop, member_index
 
 BATCH_WAIT_S = 0.005  # a batch waits for more requests while they arrive less than this apart (up to STICKY_S)
 STICKY_S = 0.05  # how long the next batch waits for the clients just answered (at least)
 MAX_STICKY_S = 1.0  # full-rank: a member in place waits for its clients up to one switch's cost, at most this
 STARVE_S = 30.0  # a request waiting this long is served next, even if that means a switch
+# replies are decoded this many tokens at a time: between slices, requests that wait go first (a reply's rows
+# go back to the queue with what they decoded, keys/values kept in a TurnCache, and continue after them)
+SLICE_TOKENS = 64
 
 
 @dataclass
@@ -58,6 +63,21 @@ class _Job:
     generation: int | None = None
     future: concurrent.futures.Future = field(default_factory=concurrent.futures.Future)
     since: float = field(default_factory=time.monotonic)
+    deadline: float = math.inf  # a chat: answered by then (serve.request_timeout_s) or refused with 504
+    gone: threading.Event = field(default_factory=threading.Event)  # a chat whose client disconnected
+    parts: list | None = None  # a chat being decoded in slices: per reply, [token ids so far, finished]
+    prompt_tokens: int = 0
+    paused_at: float = 0.0  # when its last slice ended
+
+    def dropped(self) -> bool:
+        """Nobody waits for this chat's answer any longer (its client left, or its time is up)."""
+        return self.gone.is_set() or time.monotonic() > self.deadline
+
+    def drop(self) -> None:
+        if not self.future.done():
+            self.future.set_exception(ServeError(504, "the reply was not decoded within serve.request_timeout_s "
+                                                      f"({self.deadline - self.since:g} s)", "server_error")
+                                      if not self.gone.is_set() else ServeError(499, "the client disconnected"))
 
 
 @dataclass
@@ -123,6 +143,11 @@ class ServeRunner(LocalRunner):
         self.store = None  # shared prefixes encoded under the weights in place (models/prefix.py)
         self.counts = collections.Counter()  # this generation's batches, rows, switches and seconds
         self.switched = [0, 0.0]  # switches made and their seconds, over the whole run (_sticky_s)
+        self.limits: Limits | None = None  # serve.* admission limits (serve/limits.py), set at start
+        self.counter = None  # a tokenizer of the HTTP side's own, to count prompt tokens (check_prompt)
+        self.count_lock = threading.Lock()
+        self.turns = None  # keys/values of chats decoded in slices (this generation's weights only)
+        self.decoding = 0  # chat requests in the batch being decoded now
 
     # -- the trainer's side ----------------------------------------------------------------------
     def start(self, trainer) -> None:
@@ -131,6 +156,9 @@ class ServeRunner(LocalRunner):
         if not getattr(trainer, "moves_weights", True) or trainer.cfg.coevo.mode != "weights":
             raise ServeError(400, "esopt serve plays weights-only ES (coevo.mode=weights)")
         self.episodes_per_member = es.episodes_per_member
+        self.limits = Limits.of(trainer.cfg, model_positions(trainer.policy.model))
+        # a copy: HF fast tokenizers refuse concurrent use, and the model thread's keeps encoding batches
+        self.counter = copy.deepcopy(trainer.policy.tokenizer)
         if self.server is not None:
             self.server.start(self)
 
@@ -151,10 +179,12 @@ class ServeRunner(LocalRunner):
         t0 = time.time()
         tokens0 = tr.policy.tokens_generated
         weights = contextlib.ExitStack()
+        self.turns = tr.policy.new_turn_cache()  # keys/values are of this generation's weights
         try:
             played = self._serve(gen, weights)
         finally:
             weights.close()  # the center again, whatever happened
+            self.turns = None
             self.ready.clear()
             times["rollout"] += time.time() - t0
         played.tokens = tr.policy.tokens_generated - tokens0
@@ -172,7 +202,7 @@ class ServeRunner(LocalRunner):
             self.server.stop()
 
     # -- the HTTP side (called from the server's threads) -----------------------------------------
-    def submit_chat(self, req: ChatRequest) -> concurrent.futures.Future:
+    def submit_chat(self, req: ChatRequest) -> _Job:
         k = member_index(req.model)
         with self.lock:
             if self.state == "finished":
@@ -185,10 +215,11 @@ class ServeRunner(LocalRunner):
                 if k >= len(gen.members):
                     raise ServeError(404, f"unknown model {req.model!r}: generation {gen.t} has members 0 to "
                                           f"{len(gen.members) - 1}")
-            req.stops()  # checked before it waits in the queue
+            self.limits.check_chat(req)  # checked before it waits in the queue
             job = _Job("chat", req, None if gen is None else gen.t)
+            job.deadline = job.since + self.limits.timeout_s
         self.jobs.put(job)
-        return job.future
+        return job
 
     def assignment(self, wait_s: float = 600.0) -> dict:
         """The generation being played (its members and episodes); waits for the next one to be published."""
@@ -205,7 +236,17 @@ class ServeRunner(LocalRunner):
                                       "POST /es/generation/start waits for the next one", "server_error")
             time.sleep(0.01)  # published and finished meanwhile: wait for the next
 
+    def check_prompt(self, req: ChatRequest) -> None:
+        """The prompt's tokens plus the reply's budget within the model's positions (an HTTP thread's work)."""
+        if self.limits.positions is None:
+            return
+        text = self.counter.apply_chat_template(req.conversation(), add_generation_prompt=True, tokenize=False)
+        with self.count_lock:
+            n = len(self.counter(text, add_special_tokens=False)["input_ids"])
+        self.limits.check_prompt(req, n)
+
     def post_reward(self, post: RewardPost) -> dict:
+        self.limits.check_reward(post)
         with self.lock:
             gen = self.gen
             if gen is None:
@@ -240,6 +281,7 @@ class ServeRunner(LocalRunner):
             return {"state": self.state, "generation": None if gen is None else gen.t,
                     "generations": self.trainer.cfg.es.generations if self.trainer else None,
                     "missing": None if gen is None else len(gen.missing()), "requests": self.requests,
+                    "chats_waiting": self.jobs.qsize() + len(self.pending) + self.decoding,  # about: the queue
                     "run": str(self.trainer.run.path) if self.trainer else None}
 
     # -- inside play ---------------------------------------------------------------------------
@@ -376,14 +418,20 @@ class ServeRunner(LocalRunner):
         with low-rank noise) and the same decoding settings."""
         r, who = job.request, member_index(job.request.model)
         return ("rows" if self._rows() and who is not None else who, r.temperature, r.top_p, self._max_new(r),
-                tuple(r.stops()))
+                tuple(r.stops()), r.ignore_eos)
 
     def _answer(self, gen: Generation, weights: contextlib.ExitStack, current: list):
         """Decode one batch of the waiting chat requests (_serve's docstring says which); the weights'
-        owner it ran under (a member index, CENTER or "rows") and how many requests it answered."""
+        owner it ran under (a member index, CENTER or "rows") and how many requests it answered.
+        Requests not started go before ones continuing from a slice (SLICE_TOKENS), unless one of those
+        has waited STARVE_S since its slice: a long reply holds the others back one slice at most."""
         live = []
         for job in self.pending:
-            if job.generation is not None and job.generation != gen.t and member_index(job.request.model) is not None:
+            if job.dropped():
+                self._forget(job)
+                job.drop()
+            elif job.generation is not None and job.generation != gen.t and member_index(job.request.model) is not None:
+                self._forget(job)
                 job.future.set_exception(ServeError(409, f"{job.request.model} of generation {job.generation} is no "
                                                          f"longer served: generation {gen.t} is being played"))
             else:
@@ -391,42 +439,70 @@ class ServeRunner(LocalRunner):
         if not live:
             self.pending.clear()
             return None, 0
+        now = time.monotonic()
+        fresh = [job for job in live if job.parts is None]
+        waiting = [job for job in live if job.parts is not None]
+        starving = [job for job in waiting if now - job.paused_at >= STARVE_S]
+        live = starving + fresh + [job for job in waiting if job not in starving]
         keys = [self._key(job) for job in live]
         pick = keys[0]  # the oldest request's
-        if time.monotonic() - live[0].since < STARVE_S:
-            pick = next((k for k in keys if k[0] == current[0]), pick)  # no switch while none starves
+        if not starving and fresh and now - live[0].since < STARVE_S:  # no switch while none starves
+            pick = next((k for k, job in zip(keys, live) if k[0] == current[0] and job.parts is None), pick)
         batch, rest, rows = [], [], 0
         for job, key in zip(live, keys):
-            if key == pick and (not batch or rows + job.request.n <= self.trainer.policy.batch_size):
+            n = job.request.n if job.parts is None else sum(not done for _, done in job.parts)
+            if key == pick and (not batch or rows + n <= self.trainer.policy.batch_size):
                 batch.append(job)
-                rows += job.request.n
+                rows += n
             else:
                 rest.append(job)
         self.pending = collections.deque(rest)
+        self.decoding = len(batch)
         try:
             self._decode(gen, batch, pick, weights, current)
+        except DecodeAborted:  # every request of the batch was dropped, or a stop was asked for: none answered
+            for job in batch:
+                self._forget(job)
+                if job.dropped():
+                    job.drop()
+                elif not job.future.done():
+                    job.future.set_exception(ServeError(503, "the server is stopping", "server_error"))
         except Exception as err:  # one batch failing fails its requests only
             for job in batch:
+                self._forget(job)
                 if not job.future.done():
                     job.future.set_exception(ServeError(500, f"generation failed: {type(err).__name__}: {err}",
                                                         "server_error"))
+        finally:
+            self.decoding = 0
         return pick[0], len(batch)
+
+    def _forget(self, job: _Job) -> None:
+        """Drop the keys/values a sliced chat kept."""
+        if job.parts is not None and self.turns is not None:
+            self.turns.drop([(id(job), i) for i in range(len(job.parts))])
 
     def _max_new(self, r: ChatRequest) -> int:
         return r.max_completion_tokens or r.max_tokens or self.trainer.cfg.agent.max_new_tokens
 
     def _decode(self, gen: Generation, jobs: list[_Job], key: tuple, weights: contextlib.ExitStack,
                 current: list) -> None:
+        """One slice of the batch's replies: SLICE_TOKENS more tokens of each, or to its end (its token budget,
+        end of turn or a stop string); the requests whose replies all ended are answered, the others go back
+        to the queue with their tokens so far. A reply is the same however many slices it took (each slice's
+        seed is the request's and the tokens decoded before it), whoever was served between them."""
         tr = self.trainer
-        who, temperature, top_p, max_new, stops = key
-        convs, owners = [], []
+        who, temperature, top_p, max_new, stops, ignore_eos = key
+        rows = []  # (job, reply index) of every reply not yet ended
         for job in jobs:
-            for _ in range(job.request.n):
-                convs.append(job.request.conversation())
-                owners.append(job)
+            if job.parts is None:
+                job.parts = [[[], False] for _ in range(job.request.n)]
+            rows += [(job, i) for i, (_, done) in enumerate(job.parts) if not done]
+        convs = [job.request.conversation() for job, _ in rows]
+        tails = [job.parts[i][0] for job, i in rows]
         extra = {}
         if who == "rows":  # low-rank: one member per row, nothing in place
-            members = [gen.members[member_index(job.request.model)] for job in owners]
+            members = [gen.members[member_index(job.request.model)] for job, _ in rows]
             slot = {id(m): s for s, m in enumerate(dict.fromkeys(members))}
             used = list(dict.fromkeys(members))
             row_member = torch.tensor([slot[id(m)] for m in members])
@@ -458,28 +534,53 @@ class ServeRunner(LocalRunner):
         seed = jobs[0].request.seed
         if seed is None:
             seed = derive_seed("serve", tr.cfg.run.seed, gen.t, self.requests)
+        left = max(max_new - len(tail) for tail in tails)
+        budget = min(left, SLICE_TOKENS)
+        if any(tails):  # a continued slice: a seed of its own, the earlier slices' keys/values reused
+            seed = derive_seed("serve-slice", seed, sum(map(len, tails)))
+        if left > SLICE_TOKENS or any(tails):
+            extra["tails"] = tails
+            if self.turns is not None:
+                extra.update(turn_cache=self.turns, cache_keys=[(id(job), i) for job, i in rows])
+        if ignore_eos:
+            extra["ignore_eos"] = True
         ids: list = []
-        stop = (lambda text: any(s in text for s in stops)) if stops else None
+        stop_at = (lambda text: any(s in text for s in stops)) if stops else None
         t0 = time.perf_counter()
-        texts = tr.policy.generate(convs, max_new, Sampling(temperature, top_p), seed=seed, token_ids=ids, stop=stop,
-                                   **extra)
+        # asked every decode step: a Ctrl-C / SIGTERM, or no client of the batch waiting any longer, ends it
+        abort = lambda: stop.requested() or all(job.dropped() for job in jobs)  # noqa: E731
+        tr.policy.generate(convs, budget, Sampling(temperature, top_p), seed=seed, token_ids=ids, stop=stop_at,
+                           abort=abort, **extra)
         self.counts["decode_s"] += time.perf_counter() - t0
         self.counts["batches"] += 1
         self.counts["rows"] += len(convs)
-        eos = tr.policy.tokenizer.eos_token_id
-        at = 0
+        tok = tr.policy.tokenizer
+        eos = tok.eos_token_id
+        for (job, i), tail, (p_ids, r_ids) in zip(rows, tails, ids):
+            if not tail:
+                job.prompt_tokens = len(p_ids)
+            made = (tail + r_ids)[:max_new]
+            text = tok.decode(made, skip_special_tokens=True)
+            ended = bool(made and made[-1] == eos) or len(made) >= max_new  # else: at a stop string, or more to come
+            if stops and not ended:
+                ended = cut_at_stop(text, list(stops))[1]
+            job.parts[i] = [made, ended]
+        now = time.monotonic()
         for job in jobs:
-            n = job.request.n
-            outs, finish, prompt, made = [], [], 0, 0
-            for text, (p_ids, r_ids) in zip(texts[at : at + n], ids[at : at + n]):
-                text, stopped = cut_at_stop(text, list(stops))
+            if not all(done for _, done in job.parts):  # its next slice comes after the requests that wait
+                job.paused_at = now
+                self.pending.append(job)
+                continue
+            self._forget(job)
+            outs, finish, made = [], [], 0
+            for r_ids, _ in job.parts:
+                text, stopped = cut_at_stop(tok.decode(r_ids, skip_special_tokens=True), list(stops))
                 outs.append(text)
                 finish.append("stop" if stopped or (r_ids and r_ids[-1] == eos) or len(r_ids) < max_new else "length")
-                prompt, made = len(p_ids), made + len(r_ids)
-            at += n
+                made += len(r_ids)
             self.requests += 1
             self.counts["requests"] += 1
-            job.future.set_result(completion(job.request.model, outs, finish, prompt, made))
+            job.future.set_result(completion(job.request.model, outs, finish, job.prompt_tokens, made))
 
     def _tasks(self, t: int) -> list[dict]:
         """Per episode index: a seed a harness may pick its task by, and esopt's own task id where the

@@ -123,6 +123,11 @@ class RunDir:
                 or (m.get("kind") == "eval" and m.get("generation", 0) <= generations_done)]
         atomic_write_text(self.path / "metrics.jsonl", "".join(json.dumps(m) + "\n" for m in keep))
 
+    def drop_eval_lines(self, generation: int) -> None:
+        """Remove the evaluation lines of `generation` (one that a resume completes with more splits)."""
+        keep = [m for m in self.metrics() if not (m.get("kind") == "eval" and m.get("generation") == generation)]
+        atomic_write_text(self.path / "metrics.jsonl", "".join(json.dumps(m) + "\n" for m in keep))
+
     def sinks(self) -> list:
         if self._sinks is None:
             from .sinks import open_sinks

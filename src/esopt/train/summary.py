@@ -33,20 +33,53 @@ def record_eval(run: RunDir, policy, tasks, cfg, generation: int, log=print, uni
     line: dict = {"kind": "eval", "generation": generation}
     if context_note is not None:
         line["context"] = context_note
-    out = {}
+    out, played = {}, False
+    earlier = recorded_eval(run, generation)
     for split in eval_splits(cfg, boundary, generation):
-        seed = derive_seed("eval", cfg.run.seed)
-        stats, episodes = (play(split, seed) if play else
-                           evaluate(policy, tasks, cfg, seed=seed, split=split, context=context))
-        run.write_trajectories(f"{TRAJECTORY_PREFIX[split]}_gen{generation:04d}",
-                               [{"generation": generation, **ep} for ep in episodes])
-        line.update({f"{split}_{k}": v for k, v in stats.items() if k != "per_task"})
         name = "held-out" if split == "heldout" else split
-        log(f"[esopt] {name} after {generation} {unit}: reward {stats['reward']:.3f} ± {stats['reward_se']:.3f} "
-            f"(solved {stats['solved']:.3f}, n={stats['n']}, {stats['seconds']:.0f}s)")
+        stats = reused(run, generation, split, earlier)
+        if stats is not None:  # a resumed run: played by the process before, with these weights
+            log(f"[esopt] {name} after {generation} {unit}: reward {stats['reward']:.3f} ± {stats['reward_se']:.3f} "
+                f"(solved {stats['solved']:.3f}, n={stats['n']}; recorded before the resume, not played again)")
+        else:
+            seed = derive_seed("eval", cfg.run.seed)
+            stats, episodes = (play(split, seed) if play else
+                               evaluate(policy, tasks, cfg, seed=seed, split=split, context=context))
+            run.write_trajectories(f"{TRAJECTORY_PREFIX[split]}_gen{generation:04d}",
+                                   [{"generation": generation, **ep} for ep in episodes])
+            log(f"[esopt] {name} after {generation} {unit}: reward {stats['reward']:.3f} ± {stats['reward_se']:.3f} "
+                f"(solved {stats['solved']:.3f}, n={stats['n']}, {stats['seconds']:.0f}s)")
+            played = True
+        line.update({f"{split}_{k}": v for k, v in stats.items() if k != "per_task"})
         out[split] = stats
+    if earlier is not None and not played:  # its metrics line is there already
+        return out
+    if earlier is not None:  # one line per evaluation: the earlier one (fewer splits) gives way to this one
+        line = {**{k: v for k, v in earlier.items() if k != "time"}, **line}
+        run.drop_eval_lines(generation)
     run.log(line)
     return out
+
+
+def recorded_eval(run: RunDir, generation: int) -> dict | None:
+    """The metrics line of an evaluation after `generation` updates that an earlier process of this run
+    recorded (kept by a resume: train/rundir.py truncate_metrics), if any."""
+    lines = [m for m in run.metrics() if m.get("kind") == "eval" and m.get("generation") == generation]
+    return lines[-1] if lines else None
+
+
+def reused(run: RunDir, generation: int, split: str, earlier: dict | None) -> dict | None:
+    """A split's figures recorded before a resume, so a resumed run never plays an evaluation twice: its
+    episodes are on disk and were played with the weights it has now (its metrics line survived the
+    resume's truncation, or it is the base evaluation, whose weights never change)."""
+    if generation != 0 and (earlier is None or f"{split}_reward" not in earlier):
+        return None
+    episodes = run.read_trajectories(f"{TRAJECTORY_PREFIX[split]}_gen{generation:04d}")
+    if not episodes:
+        return None
+    stats = summarize(episodes)
+    stats["seconds"] = (earlier or {}).get(f"{split}_seconds", 0.0)
+    return stats
 
 
 def load_eval(run: RunDir, generation: int, split: str = "heldout"):
