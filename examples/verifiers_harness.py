@@ -17,7 +17,9 @@ The environment is verifiers' own pieces, offline (no hub, no sandbox, no tunnel
   endpoint (verifiers' bundled harnesses install uv and their packages from the network, and stream).
 Each episode's task is picked by the seed the server gives it, so every member of a generation plays
 the same tasks. An episode verifiers could not play is not posted: the finish request counts it as
-run.failure_reward.
+run.failure_reward. Served with serve.evaluations=harness, the run's evaluations come the same way
+(episodes played with `center`, the same seeds at every evaluation), so its summary, RESULT lines and
+report are verifiers' scores, not a figure of esopt's own env.
 """
 from __future__ import annotations
 
@@ -133,8 +135,12 @@ async def train(run_dir: str, taskset: str = PLUGIN, concurrency: int = 8, max_t
             t0 = time.time()
             await asyncio.gather(*(play(e) for e in gen["episodes"] if e["id"] not in gen["rewarded"]))
             done = (await es.post("/es/generation/finish", json={"missing": "failure_reward"})).json()
-            print(f"[verifiers] generation {done['generation']}: member rewards {done['rewards']} "
-                  f"({time.time() - t0:.1f}s)", flush=True)
+            if gen.get("kind") == "evaluation":  # serve.evaluations=harness: played with center, the run's figures
+                print(f"[verifiers] {done['evaluation']} evaluation after {done['generation']} updates: reward "
+                      f"{done['reward']:.3f} ± {done['reward_se']:.3f} ({time.time() - t0:.1f}s)", flush=True)
+            else:
+                print(f"[verifiers] generation {done['generation']}: member rewards {done['rewards']} "
+                      f"({time.time() - t0:.1f}s)", flush=True)
             if done.get("finished"):
                 return
 

@@ -279,6 +279,9 @@ class ServeConfig(Strict):
     max_metadata_bytes: int = Field(64 << 10, ge=0)  # a reward's metadata, as JSON
     # a chat request not answered within this many seconds (waiting and decoding): 504, its decoding stopped
     request_timeout_s: float = Field(300.0, gt=0)
+    # who plays the evaluations (base, every, final; held-out and validation): esopt, on the config's env, or the
+    # harness, with center, posting rewards as for a generation (docs/serve.md)
+    evaluations: Literal["esopt", "harness"] = "esopt"
 
 
 class Config(Strict):

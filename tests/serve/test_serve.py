@@ -79,6 +79,25 @@ def test_a_harness_through_the_server_trains_what_esopt_trains_in_process(esopt_
 
 
 # -- bad input and faults, through real HTTP --------------------------------------------------------------
+def test_evaluations_the_harness_plays_are_the_runs_figures(esopt_cache, tmp_path, monkeypatch):
+    """serve.evaluations=harness: the example harness plays every evaluation (base and final, held-out and
+    validation) with center on the same tasks esopt would, and the run's figures are those it posted."""
+    monkeypatch.syspath_prepend(str(GOLDEN))
+    both = ["tasks.validation=2"]
+    assert main(["train", "configs/demo.yaml", *SETTINGS, *both, f"run.out_dir={tmp_path}", "run.name=local"]) == 0
+    rc, errors = served(tmp_path, "served", [*both, "serve.evaluations=harness"])
+    assert rc == 0 and not errors, errors
+    local, remote = record(tmp_path / "local"), record(tmp_path / "served")
+    assert remote["evals"] == local["evals"] and remote["final"] == local["final"]
+    assert remote["generations"] == local["generations"]
+    run = tmp_path / "served"
+    episodes = [json.loads(x) for x in (run / "trajectories" / "eval_gen0002.jsonl").read_text().splitlines()]
+    assert {e["player"] for e in episodes} == {"harness"} and len(episodes) == 3
+    assert sorted(p.name for p in (run / "serve").iterdir()) == [
+        "gen0000.jsonl", "gen0001.jsonl", "heldout-gen0000.jsonl", "heldout-gen0002.jsonl",
+        "validation-gen0000.jsonl", "validation-gen0002.jsonl"]
+
+
 QUICK = [*SETTINGS, "es.generations=1", "eval.at_start=false"]
 
 
@@ -308,6 +327,57 @@ def test_serve_limits_follow_the_config():
     assert Limits.of(cfg, positions=None).max_tokens == 512
     assert Limits.of(load_config("configs/demo.yaml", ["agent.max_new_tokens=4"]), 8192).max_tokens == 256  # floor
     assert Limits.of(load_config("configs/demo.yaml", ["serve.max_tokens=6000"]), 8192).max_tokens == 6000  # as set
+
+
+def test_the_harness_evaluations_are_what_the_summary_and_result_lines_report(esopt_cache, tmp_path, monkeypatch,
+                                                                              capsys):
+    """A harness whose task esopt does not have (env.id=external: no env is built): it posts 0.25 for every
+    base episode and 0.75 after training, so those are the run's figures; members are not served during an
+    evaluation; esopt eval --run refuses to put a figure of esopt's own env in their place."""
+    def client(http, run):
+        base = http.post("/es/generation/start").json()
+        assert (base["kind"], base["split"], base["generation"], base["members"]) == ("evaluation", "heldout", 0, [])
+        assert [e["member"] for e in base["episodes"]] == ["center"] * 3
+        assert not any("task" in e for e in base["episodes"])  # esopt has no tasks of its own here
+        chat = {"model": "member-0", "messages": [{"role": "user", "content": "hi"}]}
+        one_error(http.post("/v1/chat/completions", json=chat), 409, "evaluation", "center")
+        assert http.post("/v1/chat/completions", json={**chat, "model": "center"}).status_code == 200
+        one_error(http.post("/es/reward", json={"episode": base["episodes"][0]["id"], "reward": 1, "member": "member-0"}),
+                  400, "center")
+        play_all(http, base, reward=0.25)
+        done = http.post("/es/generation/finish", json={}).json()
+        assert (done["evaluation"], done["reward"], done["finished"]) == ("heldout", 0.25, False)
+        gen = http.post("/es/generation/start").json()
+        assert "kind" not in gen and gen["generation"] == 0 and len(gen["members"]) == 4
+        play_all(http, gen)
+        assert not http.post("/es/generation/finish", json={}).json()["finished"]  # the final evaluation is to come
+        final = http.post("/es/generation/start").json()
+        assert (final["kind"], final["generation"]) == ("evaluation", 1)
+        assert [e["seed"] for e in final["episodes"]] == [e["seed"] for e in base["episodes"]]  # the same tasks
+        play_all(http, final, reward=0.75)
+        assert http.post("/es/generation/finish", json={}).json()["reward"] == 0.75
+        one_error(http.post("/es/generation/start"), 409, "training is over")
+
+    assert drive(tmp_path, monkeypatch, client, extra=["eval.at_start=true", "env.id=external",
+                                                       "serve.evaluations=harness"]) == 0
+    out = capsys.readouterr().out
+    assert "RESULT heldout_reward_base=0.2500" in out and "RESULT heldout_reward_es=0.7500" in out, out
+    summary = json.loads((tmp_path / "s" / "summary.json").read_text())
+    assert (summary["base"]["reward"], summary["final"]["reward"], summary["improvement"]["mean"]) == (0.25, 0.75, 0.5)
+    assert main(["eval", "--run", str(tmp_path / "s")]) == 2
+    err = capsys.readouterr().err
+    assert "played by its harness" in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("command, extra, words", [
+    ("train", [], "only a harness plays"), ("serve", [], "add serve.evaluations=harness")])
+def test_an_external_env_is_refused_where_esopt_would_have_to_play_it(esopt_cache, tmp_path, capsys, command, extra,
+                                                                       words):
+    assert main([command, "configs/demo.yaml", *QUICK, "env.id=external", *extra, f"run.out_dir={tmp_path}",
+                 "run.name=x"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert words in err and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "x").exists()
 
 
 def test_missing_episodes_wait_or_count_as_the_failure_reward(esopt_cache, tmp_path, monkeypatch):

@@ -42,8 +42,8 @@ def test_a_verifiers_environment_trains_through_the_server(esopt_cache, tmp_path
     thread.start()
     rc = main(["serve", "configs/demo.yaml", *TINY_OVERRIDES, "es.generations=2", "es.episodes_per_member=2",
                "es.sigma.start=0.05", "es.sigma.end=0.02", "es.alpha.start=0.01", "es.alpha.end=0.01",
-               "agent.max_new_tokens=4", "eval.at_start=false", f"run.out_dir={tmp_path}", "run.name=vf",
-               "--port", "0"])
+               "agent.max_new_tokens=4", "eval.at_start=true", "serve.evaluations=harness", f"run.out_dir={tmp_path}",
+               "run.name=vf", "--port", "0"])
     thread.join(120)
     assert rc == 0 and harness.returncode == 0, out
     log = out[0]
@@ -59,3 +59,10 @@ def test_a_verifiers_environment_trains_through_the_server(esopt_cache, tmp_path
         for p in posted:
             by_member.setdefault(int(p["episode"].split("-")[1][1:]), []).append(p["reward"])
         assert record["rewards"] == pytest.approx([sum(r) / len(r) for _, r in sorted(by_member.items())])
+    # the run is judged on verifiers' task: base and final held-out figures are the scores it posted for them
+    summary = json.loads((run / "summary.json").read_text())
+    for key, t in (("base", 0), ("final", 2)):
+        posted = [json.loads(line)["reward"] for line in (run / "serve" / f"heldout-gen{t:04d}.jsonl").read_text()
+                  .splitlines()]
+        assert len(posted) == 3 and summary[key]["reward"] == pytest.approx(sum(posted) / 3), (key, posted)
+    assert log.count("[verifiers] heldout evaluation") == 2, log

@@ -42,6 +42,7 @@ import torch
 from ..models.policy import DecodeAborted, Sampling
 from ..train import stop
 from ..train.members import batched
+from ..train.evaluate import summarize
 from ..train.runner import LocalRunner, Played
 from ..utils.seeding import derive_seed
 from .limits import Limits, model_positions
@@ -68,6 +69,7 @@ class _Job:
     parts: list | None = None  # a chat being decoded in slices: per reply, [token ids so far, finished]
     prompt_tokens: int = 0
     paused_at: float = 0.0  # when its last slice ended
+    target: object = None  # a finish: the generation or evaluation it was sent for
 
     def dropped(self) -> bool:
         """Nobody waits for this chat's answer any longer (its client left, or its time is up)."""
@@ -92,8 +94,18 @@ class Generation:
     rewards: dict = field(default_factory=dict)  # episode id -> reward
     metadata: dict = field(default_factory=dict)  # episode id -> the client's metadata
 
+    kind = "generation"
+
+    @property
+    def file(self) -> str:  # RUN/serve/<file>.jsonl: the rewards posted, kept across a kill
+        return f"gen{self.t:04d}"
+
     def episode_id(self, k: int, j: int) -> str:
         return f"g{self.t}-m{k}-e{j}"
+
+    def player(self, episode: str) -> str:
+        """The model an assigned episode is played with."""
+        return f"member-{self.owner(episode)[0]}"
 
     def owner(self, episode: str) -> tuple[int, int] | None:
         """(member, episode index) of an episode id of this generation, else None."""
@@ -119,6 +131,55 @@ class Generation:
                 "episodes": [{"id": self.episode_id(k, j), "member": f"member-{k}", **self.tasks[j]}
                              for k in range(len(self.members)) for j in range(self.episodes_per_member)],
                 "rewarded": sorted(self.rewards), "missing": len(self.missing())}
+
+
+@dataclass
+class Evaluation(Generation):
+    """An evaluation played by the harness (serve.evaluations=harness): the split's episodes, each played with
+    ``center`` (the unperturbed weights after ``t`` updates); the same seeds at every evaluation."""
+
+    split: str = "heldout"
+    since: float = field(default_factory=time.monotonic)
+    kind = "evaluation"
+
+    @property
+    def file(self) -> str:
+        return f"{self.split}-gen{self.t:04d}"
+
+    def episode_id(self, k: int, j: int) -> str:
+        return f"{self.split}-g{self.t}-e{j}"
+
+    def owner(self, episode: str) -> tuple[int, int] | None:
+        head, sep, index = episode.rpartition("-e")
+        if not sep or head != f"{self.split}-g{self.t}" or not index.isdigit():
+            return None
+        j = int(index)
+        return (0, j) if 0 <= j < self.episodes_per_member and episode == self.episode_id(0, j) else None
+
+    def player(self, episode: str) -> str:
+        return CENTER
+
+    def all_ids(self) -> list[str]:
+        return [self.episode_id(0, j) for j in range(self.episodes_per_member)]
+
+    def assignment(self) -> dict:
+        return {"kind": "evaluation", "split": self.split, "generation": self.t, "members": [],
+                "episodes": [{"id": self.episode_id(0, j), "member": CENTER, **self.tasks[j]}
+                             for j in range(self.episodes_per_member)],
+                "rewarded": sorted(self.rewards), "missing": len(self.missing())}
+
+    def result(self, missing: list[str], seconds: float) -> tuple[dict, list[dict]]:
+        """(figures, episode records) as esopt's own evaluation gives them (train/evaluate.py)."""
+        episodes = []
+        for j, e in enumerate(self.all_ids()):
+            meta = self.metadata.get(e) or {}
+            episodes.append({"task": self.tasks[j].get("task", f"{self.split}-{j}"), "episode": e, "player": "harness",
+                             "observation0": "", "turns": [], "reward": self.rewards[e], "done": True,
+                             "solved": bool(meta.get("solved", False)), "truncated": False, "metadata": meta,
+                             "error": "no reward posted" if e in missing else None})
+        stats = summarize(episodes)
+        stats["seconds"] = seconds
+        return stats, episodes
 
 
 class ServeRunner(LocalRunner):
@@ -167,30 +228,51 @@ class ServeRunner(LocalRunner):
         tr = self.trainer
         gen = Generation(t=t, sigma=sigma, members=list(members), episodes_per_member=self.episodes_per_member,
                          tasks=self._tasks(t))
-        for line in self._posted(t):  # rewards a killed server had already taken
+        t0 = time.time()
+        tokens0 = tr.policy.tokens_generated
+        try:
+            played = self._publish(gen, f"generation {t}: serving {len(members)} members x "
+                                        f"{self.episodes_per_member} episodes")
+        finally:
+            times["rollout"] += time.time() - t0
+        played.tokens = tr.policy.tokens_generated - tokens0
+        if bar is not None:
+            bar.update(len(members))
+        return played
+
+    def evaluate(self, split, seed):
+        """serve.evaluations=harness: the split's episodes published for the harness to play with center (the
+        same seeds at every evaluation), their posted rewards the figures; otherwise played here by esopt."""
+        tr = self.trainer
+        if tr.cfg.serve.evaluations != "harness":
+            return super().evaluate(split, seed)
+        self._written()  # the generation just recorded answers its finish before the harness hears of this
+        n = tr.cfg.tasks.heldout if split == "heldout" else tr.cfg.tasks.validation
+        ev = Evaluation(t=len(tr.history.records), sigma=0.0, members=[], episodes_per_member=n,
+                        tasks=self._eval_tasks(split, n), split=split)
+        return self._publish(ev, f"{split} evaluation after {ev.t} updates: {n} episodes for the harness to play "
+                                 f"with {CENTER}")
+
+    def _publish(self, gen: Generation, what: str):
+        """Publish a generation or an evaluation (with the rewards a killed server had already taken) and serve
+        until it is finished; its Played, or an evaluation's (figures, episodes)."""
+        tr = self.trainer
+        for line in self._posted(gen.file):
             if gen.owner(line["episode"]) is not None:
                 gen.rewards[line["episode"]] = float(line["reward"])
                 gen.metadata[line["episode"]] = line.get("metadata")
         with self.lock:
             self.gen, self.state = gen, "playing"
         self.ready.set()
-        tr.log(f"[esopt] generation {t}: serving {len(members)} members x {self.episodes_per_member} episodes "
-               f"({len(gen.rewards)} rewards already posted)")
-        t0 = time.time()
-        tokens0 = tr.policy.tokens_generated
+        tr.log(f"[esopt] {what} ({len(gen.rewards)} rewards already posted)")
         weights = contextlib.ExitStack()
-        self.turns = tr.policy.new_turn_cache()  # keys/values are of this generation's weights
+        self.turns = tr.policy.new_turn_cache()  # keys/values are of these weights only
         try:
-            played = self._serve(gen, weights)
+            return self._serve(gen, weights)
         finally:
             weights.close()  # the center again, whatever happened
             self.turns = None
             self.ready.clear()
-            times["rollout"] += time.time() - t0
-        played.tokens = tr.policy.tokens_generated - tokens0
-        if bar is not None:
-            bar.update(len(members))
-        return played
 
     def close(self) -> None:
         self._written(final=True)
@@ -209,6 +291,9 @@ class ServeRunner(LocalRunner):
                 raise ServeError(409, "training is over: nothing more is served")
             gen = self.gen
             if k is not None:
+                if gen is not None and gen.kind == "evaluation":
+                    raise ServeError(409, f"{req.model} is not served now: the {gen.split} evaluation after {gen.t} "
+                                          f"updates is being played, with {CENTER}")
                 if gen is None:
                     raise ServeError(409, f"{req.model} is not being played: no generation is in progress (start one "
                                           "with POST /es/generation/start)")
@@ -253,14 +338,15 @@ class ServeRunner(LocalRunner):
                 raise ServeError(409, f"no generation is in progress: episode {post.episode!r} cannot take a reward now")
             owner = gen.owner(post.episode)
             if owner is None:
-                raise ServeError(404, f"episode {post.episode!r} was not assigned in generation {gen.t} (ids look "
+                raise ServeError(404, f"episode {post.episode!r} was not assigned in {gen.kind} {gen.t} (ids look "
                                       f"like {gen.episode_id(0, 0)}; GET /es/generation lists them)")
-            if post.member is not None and post.member != f"member-{owner[0]}":
-                raise ServeError(400, f"episode {post.episode!r} belongs to member-{owner[0]}, not {post.member}")
+            if post.member is not None and post.member != gen.player(post.episode):
+                raise ServeError(400, f"episode {post.episode!r} belongs to {gen.player(post.episode)}, not "
+                                      f"{post.member}")
             if post.episode in gen.rewards:
                 raise ServeError(409, f"episode {post.episode!r} already has a reward ({gen.rewards[post.episode]}); "
                                       "each episode takes one")
-            self._persist(gen.t, {"episode": post.episode, "reward": post.reward, "metadata": post.metadata})
+            self._persist(gen.file, {"episode": post.episode, "reward": post.reward, "metadata": post.metadata})
             gen.rewards[post.episode] = post.reward
             gen.metadata[post.episode] = post.metadata
             left = len(gen.missing())
@@ -271,7 +357,7 @@ class ServeRunner(LocalRunner):
         with self.lock:
             if self.gen is None:
                 raise ServeError(409, "no generation is in progress to finish")
-            job = _Job("finish", post, self.gen.t)
+            job = _Job("finish", post, self.gen.t, target=self.gen)
         self.jobs.put(job)
         return job.future
 
@@ -303,8 +389,8 @@ class ServeRunner(LocalRunner):
                 finish = job if job.kind == "finish" else self.finishing
                 if finish is None or finish.future.done():
                     continue
-                if finish.generation != gen.t:
-                    finish.future.set_exception(ServeError(409, f"generation {finish.generation} is over"))
+                if finish.target is not gen:
+                    finish.future.set_exception(ServeError(409, f"{finish.target.kind} {finish.generation} is over"))
                     continue
                 played = self._finish(gen, finish)
                 if played is not None:
@@ -362,7 +448,7 @@ class ServeRunner(LocalRunner):
         policy = job.request.missing or self.missing
         missing = gen.missing()
         if missing and policy == "fail":
-            job.future.set_exception(ServeError(409, f"{len(missing)} of {len(gen.all_ids())} episodes of generation "
+            job.future.set_exception(ServeError(409, f"{len(missing)} of {len(gen.all_ids())} episodes of {gen.kind} "
                                                      f"{gen.t} have no reward yet (first: {missing[0]}); post them, or "
                                                      "finish with missing=wait or missing=failure_reward"))
             return None
@@ -376,6 +462,11 @@ class ServeRunner(LocalRunner):
                 gen.metadata[e] = {"missing": True}
             self.gen, self.state = None, "updating"
             self.ready.clear()
+        if gen.kind == "evaluation":  # nothing to record first: the figures are the answer
+            stats, episodes = gen.result(missing, time.monotonic() - gen.since)
+            job.future.set_result({"evaluation": gen.split, "generation": gen.t, "reward": stats["reward"],
+                                   "reward_se": stats["reward_se"], "n": stats["n"], "finished": False})
+            return stats, episodes
         self.finishing = job
         return self._played(gen, missing)
 
@@ -411,7 +502,9 @@ class ServeRunner(LocalRunner):
         record, done = records[job.generation], len(records)
         job.future.set_result({"generation": job.generation, "weights_hash": record.get("weights_hash"),
                                "rewards": record.get("rewards"), "generations_done": done,
-                               "finished": final or done >= self.trainer.cfg.es.generations})
+                               # with the harness's evaluations, the final one is still to come (close says it)
+                               "finished": final or (done >= self.trainer.cfg.es.generations
+                                                     and self.trainer.cfg.serve.evaluations != "harness")})
 
     def _key(self, job: _Job) -> tuple:
         """Requests with equal keys decode in one batch: same weights (the member, or any member as rows
@@ -597,14 +690,28 @@ class ServeRunner(LocalRunner):
             row["task"] = task
         return out
 
-    def _persist(self, t: int, line: dict) -> None:
+    def _eval_tasks(self, split: str, n: int) -> list[dict]:
+        """Per evaluation episode: a seed the harness picks its task by (the same at every evaluation of the
+        split), and esopt's task id where the config's env has a task source here."""
+        tr = self.trainer
+        out = [{"index": j, "split": split, "seed": derive_seed("serve-eval", tr.cfg.run.seed, split, j)}
+               for j in range(n)]
+        try:
+            _, ids, _ = getattr(tr.tasks, split)()
+        except Exception:  # an env esopt cannot build here: the harness has its own tasks
+            return out
+        for row, task in zip(out, ids):
+            row["task"] = task
+        return out
+
+    def _persist(self, name: str, line: dict) -> None:
         folder = self.trainer.run.path / "serve"
         folder.mkdir(exist_ok=True)
-        with open(folder / f"gen{t:04d}.jsonl", "a", encoding="utf-8") as f:
+        with open(folder / f"{name}.jsonl", "a", encoding="utf-8") as f:
             f.write(json.dumps(line) + "\n")
 
-    def _posted(self, t: int) -> list[dict]:
-        path = self.trainer.run.path / "serve" / f"gen{t:04d}.jsonl"
+    def _posted(self, name: str) -> list[dict]:
+        path = self.trainer.run.path / "serve" / f"{name}.jsonl"
         if not path.exists():
             return []
         lines = []

@@ -137,6 +137,11 @@ def evaluate_weights(run_dir=None, config=None, overrides=(), model_name: str | 
         from .rundir import RunDir
         from .weights import load_run_weights
 
+        recorded = load_config(RunDir(run_dir).config_path)
+        if recorded.serve.evaluations == "harness" and not overrides:
+            raise ConfigError(f"{run_dir}'s evaluations were played by its harness (serve.evaluations=harness), on "
+                              "tasks esopt cannot play: its figures are in its summary.json; to play the weights on "
+                              "an env of esopt's, name it (e.g. env.id=sudoku)")
         model, tok, cfg, n = load_run_weights(run_dir)
         if overrides:
             cfg = load_config(RunDir(run_dir).config_path, list(overrides))

@@ -38,15 +38,23 @@ def check_device(device: str) -> None:
         raise ConfigError(f"unsupported runtime.device {device!r}; use cpu, cuda, cuda:N or mps")
 
 
-def check_run_config(cfg, device: bool = True, splits=None) -> None:
+def check_run_config(cfg, device: bool = True, splits=None, served: bool = False) -> None:
     """Everything a new run or an evaluation can check without loading the model (device=False:
     not runtime.device, which Ray workers use on their own machines; splits: the task splits the
-    command plays, None: training's)."""
+    command plays, None: training's; served: esopt serve, whose harness plays the episodes)."""
     from ..models.loading import check_model_name
     from .algorithm import algorithm
     from .sinks import wandb_missing
 
     check_model_name(cfg.model)  # before torch is imported: a wrong name costs a fraction of a second
+    if cfg.env.id == "external":
+        from ..envs.external import PLAYED_BY_A_HARNESS
+
+        if not served:
+            raise ConfigError(PLAYED_BY_A_HARNESS)
+        if cfg.serve.evaluations != "harness":
+            raise ConfigError("env.id=external: esopt has no env to play its evaluations on; add "
+                              "serve.evaluations=harness (the harness plays them with center)")
     check_env(cfg.env, cfg.tasks, splits)
     if device:
         check_device(cfg.runtime.device)

@@ -36,6 +36,11 @@ def remote(runner) -> bool:
     return runner is not None and getattr(runner, "remote", True)
 
 
+def served(runner) -> bool:
+    """Whether a harness plays the episodes (esopt serve's runner)."""
+    return getattr(runner, "command", None) == "esopt serve"
+
+
 def make_runner(workers: int | None = None, address: str | None = None):
     """Where members are played: on Ray with workers / address (train/ray/), else here (None)."""
     if workers is None and address is None:
@@ -104,7 +109,7 @@ def resume(path: str | Path, overrides=(), algo_name: str | None = None, runner=
     if not algo.resumable:
         raise RunFolderError(f"{path} is a {algo.title} run, which cannot be resumed: start a new one")
     algo.check(cfg, on_ray=remote(runner))
-    check_run_config(cfg, device=not remote(runner))
+    check_run_config(cfg, device=not remote(runner), served=served(runner))
     run.lock()
     run.use_config(cfg)
     try:
@@ -169,7 +174,7 @@ def train(config: str | Path | Config | None = None, overrides=(), *, resume_dir
     if resume_dir is None:
         cfg = config if isinstance(config, Config) else load_config(
             config, list(overrides) + ([f"algo={algo_name}"] if algo_name else []))
-        check_run_config(cfg, device=not on_ray)  # on Ray the workers' devices are checked there
+        check_run_config(cfg, device=not on_ray, served=served(runner))  # on Ray the workers check their devices
         algorithm(cfg.algo).check(cfg, on_ray=on_ray)
         if strict:
             algorithm(cfg.algo).check_overrides(overrides)
