@@ -450,8 +450,8 @@ def test_a_server_killed_mid_generation_resumes_with_the_rewards_it_took(esopt_c
     import httpx
 
     run = tmp_path / "s"
-    first = serve_process("configs/demo.yaml", *QUICK, "es.generations=2", f"run.out_dir={tmp_path}", "run.name=s",
-                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    first = serve_process("configs/demo.yaml", *QUICK, "es.generations=2", "eval.at_start=true", f"run.out_dir={tmp_path}",
+                          "run.name=s", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         with httpx.Client(base_url=wait_for(run), timeout=120) as http:
             gen = http.post("/es/generation/start").json()
@@ -460,7 +460,7 @@ def test_a_server_killed_mid_generation_resumes_with_the_rewards_it_took(esopt_c
         first.kill()  # SIGKILL: no clean-up of any kind
         first.wait()
     (run / "serve.json").unlink()
-    second = serve_process("--resume", str(run), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    second = serve_process("--resume", str(run), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         with httpx.Client(base_url=wait_for(run), timeout=120) as http:
             gen = http.post("/es/generation/start").json()
@@ -472,9 +472,13 @@ def test_a_server_killed_mid_generation_resumes_with_the_rewards_it_took(esopt_c
                 if t == 0:
                     gen = http.post("/es/generation/start").json()
         assert second.wait(120) == 0, second.stderr.read()
+        assert "recorded before the resume, not played again" in second.stdout.read()  # the base evaluation
     finally:
         second.kill()
     assert len(json.loads((run / "history.json").read_text())["generations"]) == 2
+    evals = [m["generation"] for m in map(json.loads, (run / "metrics.jsonl").read_text().splitlines())
+             if m.get("kind") == "eval"]
+    assert evals == [0, 2]  # one line per evaluation: the resume did not play the base one again
 
 
 def test_members_asked_at_once_answer_as_when_asked_one_by_one(esopt_cache, tmp_path, monkeypatch):
@@ -593,4 +597,8 @@ def test_bench_serve_times_concurrent_clients_against_the_in_process_rollout(eso
     assert all(r["episodes"] == 8 and r["requests"] >= 8 and r["served_switches"] >= 1 for r in data["served"])
     assert res["serve_requests_per_s_c4"] > 0 and res["serve_over_inprocess_episodes_per_s_c1"] > 0
     assert res["serve_tokens_per_s_c1"] > 0 and res["inprocess_episodes_per_s"] > 0
+    # the hostile section: the same generations with 2 attacking threads beside the clients
+    assert [r["clients"] for r in data["hostile"]] == [1, 4] and data["hostile_threads"] == 2
+    assert res["serve_hostile_over_clean_episodes_per_s_c4"] > 0 and res["serve_hostile_peak_rss_mb"] > 0
+    assert set(data["attacks"]["oversized_body"]) == {"413"} and set(data["attacks"]["huge_max_tokens"]) == {"400"}
     assert capsys.readouterr().out.strip().splitlines()[-1].startswith("RESULT serve_")

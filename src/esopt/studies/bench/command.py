@@ -59,8 +59,10 @@ BENCHES = {
     "web": ("web", "a browser episode: esopt's env vs BrowserGym's default", lambda m, a, c, o: m(_out(a, "web"),
                                                                                     episodes=a.repeats or 12,
                                                                                     sections=names(a.sections))),
-    "serve": ("serve", "a generation played by 1, 8 and 32 HTTP clients through esopt serve vs the in-process rollout",
-              lambda m, a, c, o: m(c, o, _out(a, "serve"), clients=ints(a.clients, "--clients", "1,8,32"))),
+    "serve": ("serve", "a generation played by 1, 8 and 32 HTTP clients through esopt serve vs the in-process rollout, "
+              "then with hostile clients beside them",
+              lambda m, a, c, o: m(c, o, _out(a, "serve"), clients=ints(a.clients, "--clients", "1,8,32"),
+                                   hostile=2 if a.hostile is None else a.hostile)),
     "ray": ("distributed", "one process vs Ray workers on the same cores",
             lambda m, a, c, o: m(c, o, _out(a, "ray"), cores=a.workers or 2, repeats=max(a.repeats or 2, 1))),
     "gpu": ("gpu", "ES at inference speed on a GPU (decode, perturb, population, large models)",
@@ -122,6 +124,8 @@ FLAGS = (  # (flag, add_argument keywords): each says which benches use it
          "(default: all; the others are kept from an earlier --out with the same settings); "
          "web: episodes,observation (default both; the other is kept from an earlier --out)")),
     ("--clients", dict(help="serve: concurrent clients per timed generation, comma-separated (default 1,8,32)")),
+    ("--hostile", dict(type=int, default=None,
+         help="serve: threads attacking the server in its hostile section (default 2; 0: no hostile section)")),
     ("--tokenizer", dict(help="gpu: tokenizer of the random-weight 4b/27b models, a folder or model name "
          "(default: the config's model's)")),
     ("--tiny", dict(action="store_true",

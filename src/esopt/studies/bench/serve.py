@@ -8,7 +8,10 @@ request to the last reward. In-process: `esopt train` with the same config and l
 time to play a generation (rollout, perturb and restore). Per setting: requests/s, completion tokens/s, mean request
 latency, episodes/s, and episodes/s over the in-process rollout's median.
 RESULT lines: serve_requests_per_s_c<N>, serve_tokens_per_s_c<N>, serve_latency_s_c<N>,
-serve_over_inprocess_episodes_per_s_c<N> for each N, and inprocess_episodes_per_s.
+serve_over_inprocess_episodes_per_s_c<N> for each N, inprocess_episodes_per_s and serve_peak_rss_mb.
+Hostile section (--hostile N, default 2; 0 leaves it out): the same generations served again while N
+threads attack the server (studies/bench/hostile.py); serve_hostile_over_clean_episodes_per_s_c<N> (the
+honest clients' episodes/s under attack over clean, goal >= 0.8) and serve_hostile_peak_rss_mb.
 """
 from __future__ import annotations
 
@@ -49,8 +52,9 @@ def _episode(llm, es, cfg, agent, env, obs, member: str, episode: str) -> dict:
     return {"latencies": latencies, "tokens": tokens}
 
 
-def _clients(run: Path, cfg, clients, rows: list) -> None:
-    """Plays generation g of the served run with clients[g] concurrent clients (module docstring)."""
+def _clients(run: Path, cfg, clients, rows: list, before_last_finish=None) -> None:
+    """Plays generation g of the served run with clients[g] concurrent clients (module docstring);
+    before_last_finish() is called before the last generation is finished (the server then stops)."""
     import httpx
     import openai
 
@@ -75,6 +79,8 @@ def _clients(run: Path, cfg, clients, rows: list) -> None:
                 done = list(pool.map(lambda k: _episode(llms[k % n], es, cfg, agent, work[k][2], work[k][3],
                                                         work[k][0], work[k][1]), range(len(work))))
             wall = time.perf_counter() - t0
+            if before_last_finish is not None and len(rows) == len(clients) - 1:
+                before_last_finish()
             es.post("/es/generation/finish", json={}).raise_for_status()
             lat = [x for d in done for x in d["latencies"]]
             rows.append({"clients": n, "episodes": len(work), "requests": len(lat), "seconds": wall,
@@ -89,9 +95,77 @@ def play_s(metrics: dict) -> float:
     return sum(metrics.get(f"time_{k}", 0.0) for k in ("perturb", "rollout", "restore"))
 
 
-def main(config: str, overrides: list[str], out: str, clients=DEFAULT_CLIENTS) -> dict:
-    from ...config import load_config
+class PeakRSS:
+    """The largest resident memory of this process while the block runs (sampled every 50 ms), in MB."""
+
+    def __enter__(self):
+        self.peak, self.done = rss_mb(), threading.Event()
+        self.thread = threading.Thread(target=self._sample, daemon=True)
+        self.thread.start()
+        return self
+
+    def _sample(self):
+        while not self.done.wait(0.05):
+            self.peak = max(self.peak, rss_mb())
+
+    def __exit__(self, *exc):
+        self.done.set()
+        self.thread.join(1)
+
+
+def rss_mb() -> float:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
+
+
+def _served(config: str, base: list[str], name: str, cfg, clients, hostile: int = 0) -> tuple[list, float, dict]:
+    """One served run played by the clients (and `hostile` attacking threads, studies/bench/hostile.py):
+    its rows, the peak resident MB while it ran, and the attackers' answers."""
     from ...serve.command import serve
+    from .hostile import Hostile
+
+    rows: list[dict] = []
+    failed, attacks = [], {}
+
+    def play():
+        attack = None
+
+        def stop_attack():  # while the server still answers: the counts are its answers
+            if attack is not None and not attacks:
+                attacks.update(attack.stop())
+        try:
+            if hostile:
+                while not (work / "serve.json").exists():
+                    time.sleep(0.05)
+                attack = Hostile(json.loads((work / "serve.json").read_text())["url"], threads=hostile).start()
+            _clients(work, cfg, clients, rows, stop_attack)
+        except BaseException as err:  # noqa: BLE001 (the server would wait for it forever)
+            failed.append(err)
+            os.kill(os.getpid(), signal.SIGINT)
+        finally:
+            stop_attack()
+
+    work = Path([o for o in base if o.startswith("run.out_dir=")][-1].split("=", 1)[1]) / name
+    thread = threading.Thread(target=play, daemon=True)
+    thread.start()
+    with PeakRSS() as peak:
+        try:
+            serve(config, [*base, f"run.name={name}"], port=0)
+        except BaseException:
+            if failed:
+                raise RuntimeError(f"bench serve: a client failed: {failed[0]}") from None
+            raise
+        thread.join(30)
+    lines = [m for m in map(json.loads, (work / "metrics.jsonl").read_text().splitlines()) if m.get("kind") == "train"]
+    for row, m in zip(rows, lines):  # how the server batched them (serve/runner.py)
+        row.update({k: m[k] for k in ("served_batches", "served_rows_per_batch", "served_switches", "served_switch_s",
+                                      "served_decode_s") if k in m})
+    return rows, peak.peak, attacks
+
+
+def main(config: str, overrides: list[str], out: str, clients=DEFAULT_CLIENTS, hostile: int = 2) -> dict:
+    """hostile: attacking threads beside the clients in a second served run (0: no hostile section)."""
+    from ...config import load_config
     from ...train.session import train
     from .common import write_results
 
@@ -100,45 +174,31 @@ def main(config: str, overrides: list[str], out: str, clients=DEFAULT_CLIENTS) -
     base = [*overrides, f"es.generations={len(clients)}", "eval.at_start=false", "eval.every=0",
             f"run.out_dir={work}"]
     cfg = load_config(config, [*base, "run.name=served"])
-    if (work / "served").exists() or (work / "local").exists():
+    if any((work / name).exists() for name in ("served", "local", "hostile")):
         raise FileExistsError(f"{work} holds runs of an earlier bench serve: remove it first")
-    rows: list[dict] = []
-    failed = []
-
-    def play():
-        try:
-            _clients(work / "served", cfg, clients, rows)
-        except BaseException as err:  # noqa: BLE001 (the server would wait for it forever)
-            failed.append(err)
-            os.kill(os.getpid(), signal.SIGINT)
-
-    thread = threading.Thread(target=play, daemon=True)
-    thread.start()
-    try:
-        serve(config, [*base, "run.name=served"], port=0)
-    except BaseException:
-        if failed:
-            raise RuntimeError(f"bench serve: a client failed: {failed[0]}") from None
-        raise
-    thread.join(30)
-    lines = [m for m in map(json.loads, (work / "served" / "metrics.jsonl").read_text().splitlines())
-             if m.get("kind") == "train"]
-    for row, m in zip(rows, lines):  # how the server batched them (serve/runner.py)
-        row.update({k: m[k] for k in ("served_batches", "served_rows_per_batch", "served_switches", "served_switch_s",
-                                      "served_decode_s") if k in m})
+    rows, peak, _ = _served(config, base, "served", cfg, clients)
     train(config, [*base, "run.name=local"])
     local = [m for m in map(json.loads, (work / "local" / "metrics.jsonl").read_text().splitlines())
              if m.get("kind") == "train"]
     episodes = rows[0]["episodes"]
     inprocess = episodes / median(play_s(m) for m in local)
-    results = {"inprocess_episodes_per_s": inprocess}
+    results = {"inprocess_episodes_per_s": inprocess, "serve_peak_rss_mb": peak}
     for r in rows:
         n = r["clients"]
         results[f"serve_requests_per_s_c{n}"] = r["requests"] / r["seconds"]
         results[f"serve_tokens_per_s_c{n}"] = r["completion_tokens"] / r["seconds"]
         results[f"serve_latency_s_c{n}"] = r["latency_s_mean"]
         results[f"serve_over_inprocess_episodes_per_s_c{n}"] = r["episodes"] / r["seconds"] / inprocess
+    extra = {}
+    if hostile:  # the same clients again, with attackers beside them
+        print(f"[bench serve] the same generations with {hostile} hostile clients beside them", flush=True)
+        under, hostile_peak, attacks = _served(config, base, "hostile", cfg, clients, hostile)
+        results["serve_hostile_peak_rss_mb"] = hostile_peak
+        for clean, r in zip(rows, under):
+            results[f"serve_hostile_over_clean_episodes_per_s_c{r['clients']}"] = clean["seconds"] / r["seconds"]
+        extra = {"hostile": under, "hostile_threads": hostile, "attacks": attacks}
     write_results(out, "serve", results, {"config": config, "overrides": list(overrides), "clients": list(clients),
-                                          "served": rows, "inprocess": [{"generation": m["generation"], "play_s": play_s(m),
-                                                                         "tokens": m["tokens"]} for m in local]})
+                                          "served": rows, **extra,
+                                          "inprocess": [{"generation": m["generation"], "play_s": play_s(m),
+                                                         "tokens": m["tokens"]} for m in local]})
     return results
