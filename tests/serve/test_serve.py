@@ -369,12 +369,14 @@ def test_the_harness_evaluations_are_what_the_summary_and_result_lines_report(es
     assert "played by its harness" in err and len(err.strip().splitlines()) == 1, err
 
 
-@pytest.mark.parametrize("command, extra, words", [
-    ("train", [], "only a harness plays"), ("serve", [], "add serve.evaluations=harness")])
-def test_an_external_env_is_refused_where_esopt_would_have_to_play_it(esopt_cache, tmp_path, capsys, command, extra,
-                                                                       words):
-    assert main([command, "configs/demo.yaml", *QUICK, "env.id=external", *extra, f"run.out_dir={tmp_path}",
-                 "run.name=x"]) == 2
+@pytest.mark.parametrize("command, config, extra, words", [
+    ("train", "configs/demo.yaml", [*QUICK, "env.id=external"], "only a harness plays"),
+    ("serve", "configs/demo.yaml", [*QUICK, "env.id=external"], "add serve.evaluations=harness"),
+    ("serve", "configs/coevo-demo.yaml", TINY_OVERRIDES, "the harness owns the prompt")])
+def test_what_esopt_would_have_to_play_or_serve_without_a_harness_is_refused_in_one_line(esopt_cache, tmp_path, capsys,
+                                                                                         command, config, extra, words):
+    """An external env where esopt would play it; co-evolution, whose context the harness owns."""
+    assert main([command, config, *extra, f"run.out_dir={tmp_path}", "run.name=x"]) == 2
     err = capsys.readouterr().err.strip()
     assert words in err and len(err.splitlines()) == 1, err
     assert not (tmp_path / "x").exists()
