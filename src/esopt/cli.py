@@ -58,6 +58,10 @@ def print_summary(summary: dict) -> None:
         print(f"[esopt] held-out reward: base {b['reward']:.4f} -> {algo.upper()} {f['reward']:.4f} "
               f"(paired difference {imp['mean']:+.4f} ± {imp['se']:.4f} SE, n={f['n']})")
         print(f"RESULT heldout_reward_base={b['reward']:.4f}")
+    failed = {k: summary[k] for k in ("base", "final") if (summary.get(k) or {}).get("errors")}
+    if failed:  # the first reasons are on the evaluation lines above; every one is in the trajectories
+        print("[esopt] failed held-out episodes: " + ", ".join(f"{k} {v['errors']} of {v['n']}" for k, v in failed.items())
+              + f" (trajectories in {summary['run_dir']}/trajectories)")
     print(f"RESULT heldout_reward_{algo}={summary['final']['reward']:.4f}")
 
 

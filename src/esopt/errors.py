@@ -8,7 +8,8 @@ import sys
 # the check imports nothing (a config error stays one line within a second, without torch)
 _USER_ERRORS = (("esopt.utils.settings", "ConfigError"), ("esopt.es.perturb", "ScopeError"),
                 ("esopt.models.loading", "ModelError"), ("esopt.es.history", "RunFolderError"),
-                ("esopt.train.ray.errors", "ReplicaError"), ("esopt.serve.protocol", "ServeError"))
+                ("esopt.train.ray.errors", "ReplicaError"), ("esopt.serve.protocol", "ServeError"),
+                ("esopt.train.failures", "EpisodesFailed"))
 
 
 def user_errors() -> tuple[type[BaseException], ...]:

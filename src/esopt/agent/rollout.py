@@ -10,6 +10,7 @@ step before any is waited for (``call_envs``), so they work side by side.
 """
 from __future__ import annotations
 
+import math
 import traceback
 from dataclasses import asdict, dataclass, field
 
@@ -142,7 +143,8 @@ def _play(policy, envs, tasks, observations, context, max_new_tokens, sampling, 
         for k, (i, reply) in enumerate(zip(live, replies)):
             ep = episodes[i]
             result = checked(stepped[i], "step")
-            if isinstance(result, EnvFailure):
+            if isinstance(result, EnvFailure):  # the turn stays in the record: the reply that made it fail
+                ep.turns.append({"response": reply, "action": None, "feedback": None, "reward": None, "failed": True})
                 ep.error = result.traceback
                 ep.reward, ep.done = failure_reward, True
                 continue
@@ -190,6 +192,9 @@ def checked(result, method: str):
             result = (result[0], float(result[1]), bool(result[2]), bool(result[3]), result[4])
         except (TypeError, ValueError):
             ok = False
+        else:
+            if not math.isfinite(result[1]):  # NaN or infinity: no number to learn from, and not JSON
+                return EnvFailure(f"the env's step() returned the reward {result[1]!r}; a reward is a finite number")
     if ok:
         return result
     shape = "(observation: str, info: dict)" if method == "reset" else \

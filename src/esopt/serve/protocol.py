@@ -73,7 +73,7 @@ class RewardPost(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     episode: str
-    reward: float
+    reward: float = Field(allow_inf_nan=False)  # NaN or infinity: no number to learn from, and not JSON
     member: str | None = None  # optional: checked against the episode's member
     metadata: dict | None = None
 

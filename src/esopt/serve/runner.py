@@ -44,6 +44,7 @@ from ..train import stop
 from ..train.members import batched
 from ..train.evaluate import summarize
 from ..train.runner import LocalRunner, Played
+from ..utils.jsonl import strict_dumps
 from ..utils.seeding import derive_seed
 from .limits import Limits, model_positions
 from .protocol import CENTER, ChatRequest, FinishPost, RewardPost, ServeError, completion, cut_at_stop, member_index
@@ -708,7 +709,7 @@ class ServeRunner(LocalRunner):
         folder = self.trainer.run.path / "serve"
         folder.mkdir(exist_ok=True)
         with open(folder / f"{name}.jsonl", "a", encoding="utf-8") as f:
-            f.write(json.dumps(line) + "\n")
+            f.write(strict_dumps(line) + "\n")
 
     def _posted(self, name: str) -> list[dict]:
         path = self.trainer.run.path / "serve" / f"{name}.jsonl"

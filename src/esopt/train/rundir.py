@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import sys
 import re
@@ -11,7 +10,7 @@ from pathlib import Path
 
 from ..config import Config, dump_config, load_config
 from ..es.history import History, RunFolderError, atomic_write_text
-from ..utils.jsonl import read_jsonl
+from ..utils.jsonl import read_jsonl, strict_dumps
 
 
 def env_slug(env_id: str) -> str:
@@ -110,7 +109,7 @@ class RunDir:
                 f.seek(-1, os.SEEK_END)
                 if f.read(1) != b"\n":  # a torn last line (full disk, kill mid-write) stays a line of its own
                     f.write(b"\n")
-            f.write((json.dumps(record) + "\n").encode())
+            f.write((strict_dumps(record) + "\n").encode())
         for sink in self.sinks():
             sink.log(record)
 
@@ -121,12 +120,12 @@ class RunDir:
         """On resume: drop lines of generations that did not reach the history."""
         keep = [m for m in self.metrics() if m.get("generation", 0) < generations_done
                 or (m.get("kind") == "eval" and m.get("generation", 0) <= generations_done)]
-        atomic_write_text(self.path / "metrics.jsonl", "".join(json.dumps(m) + "\n" for m in keep))
+        atomic_write_text(self.path / "metrics.jsonl", "".join(strict_dumps(m) + "\n" for m in keep))
 
     def drop_eval_lines(self, generation: int) -> None:
         """Remove the evaluation lines of `generation` (one that a resume completes with more splits)."""
         keep = [m for m in self.metrics() if not (m.get("kind") == "eval" and m.get("generation") == generation)]
-        atomic_write_text(self.path / "metrics.jsonl", "".join(json.dumps(m) + "\n" for m in keep))
+        atomic_write_text(self.path / "metrics.jsonl", "".join(strict_dumps(m) + "\n" for m in keep))
 
     def sinks(self) -> list:
         if self._sinks is None:
@@ -137,13 +136,13 @@ class RunDir:
 
     def write_trajectories(self, name: str, rows: list[dict]) -> None:
         self.trajectories.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(self.trajectories / f"{name}.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+        atomic_write_text(self.trajectories / f"{name}.jsonl", "".join(strict_dumps(r) + "\n" for r in rows))
 
     def read_trajectories(self, name: str) -> list[dict]:
         return _read_jsonl(self.trajectories / f"{name}.jsonl")
 
     def write_json(self, name: str, data) -> None:
-        atomic_write_text(self.path / name, json.dumps(data, indent=1))
+        atomic_write_text(self.path / name, strict_dumps(data, indent=1))
 
     def close(self) -> None:
         for sink in self._sinks or ():

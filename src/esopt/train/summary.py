@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..es.perturb import weights_hash
 from ..utils.seeding import derive_seed
+from . import failures
 from .evaluate import evaluate, paired_difference, summarize
 from .rundir import RunDir
 
@@ -24,12 +25,14 @@ TRAJECTORY_PREFIX = {"heldout": "eval", "validation": "val"}  # trajectories/<pr
 
 
 def record_eval(run: RunDir, policy, tasks, cfg, generation: int, log=print, unit: str = "generations",
-                boundary: bool = True, context=None, context_note: dict | None = None, play=None) -> dict:
+                boundary: bool = True, context=None, context_note: dict | None = None, play=None,
+                command: str = "esopt train") -> dict:
     """Evaluation after `generation` updates, with the unperturbed weights: per split (eval_splits)
     the trajectories and a log line, and one metrics line (heldout_* and validation_* keys).
     context (coevo): the context to play instead of the agent's own, described in the metrics
     line by context_note. play(split, seed) -> (figures, episode records), if given, plays a split
-    elsewhere (on Ray workers); by default `policy` plays it here. Returns {split: figures}."""
+    elsewhere (on Ray workers); by default `policy` plays it here. Returns {split: figures}. When every
+    episode of a split fails, the run stops there (train/failures.py; `command` is how it is resumed)."""
     line: dict = {"kind": "eval", "generation": generation}
     if context_note is not None:
         line["context"] = context_note
@@ -48,7 +51,9 @@ def record_eval(run: RunDir, policy, tasks, cfg, generation: int, log=print, uni
             run.write_trajectories(f"{TRAJECTORY_PREFIX[split]}_gen{generation:04d}",
                                    [{"generation": generation, **ep} for ep in episodes])
             log(f"[esopt] {name} after {generation} {unit}: reward {stats['reward']:.3f} ± {stats['reward_se']:.3f} "
-                f"(solved {stats['solved']:.3f}, n={stats['n']}, {stats['seconds']:.0f}s)")
+                f"(solved {stats['solved']:.3f}, n={stats['n']}, {stats['seconds']:.0f}s){failures.note(episodes)}")
+            failures.stop_if_all_failed(episodes, f"the {name} evaluation after {generation} {unit}", run.path,
+                                        command)
             played = True
         line.update({f"{split}_{k}": v for k, v in stats.items() if k != "per_task"})
         out[split] = stats
@@ -75,7 +80,7 @@ def reused(run: RunDir, generation: int, split: str, earlier: dict | None) -> di
     if generation != 0 and (earlier is None or f"{split}_reward" not in earlier):
         return None
     episodes = run.read_trajectories(f"{TRAJECTORY_PREFIX[split]}_gen{generation:04d}")
-    if not episodes:
+    if not episodes or failures.count(episodes)[0] == len(episodes):  # none, or the run stopped on them
         return None
     stats = summarize(episodes)
     stats["seconds"] = (earlier or {}).get(f"{split}_seconds", 0.0)

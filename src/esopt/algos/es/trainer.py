@@ -19,6 +19,7 @@ from ...es.rounding import precision_check, precision_warnings
 from ...es.step import ESStep
 from ...es.strategy import Strategy
 from ...models import load_model
+from ...train import failures
 from ...train.loop import train_loop
 from ...train.replica import ModelReplica
 from ...train.resume_check import record_settings
@@ -100,9 +101,14 @@ class Trainer(ModelReplica):
         if found is not None:
             context, note = found
             return record_eval(self.run, self.policy, self.tasks, self.cfg, generation, self.log, boundary=boundary,
-                               context=context, context_note=note)
+                               context=context, context_note=note, command=self.command)
         return record_eval(self.run, self.policy, self.tasks, self.cfg, generation, self.log, boundary=boundary,
-                           play=self.runner.evaluate)
+                           play=self.runner.evaluate, command=self.command)
+
+    @property
+    def command(self) -> str:
+        """How this run is continued (esopt train, or esopt serve for a served one)."""
+        return getattr(self.runner, "command", "esopt train")
 
     # --------------------------------------------------------------- generation
     def generation(self, t: int, bar=None) -> dict:
@@ -114,6 +120,10 @@ class Trainer(ModelReplica):
         self.setup_times = {}
         played = self.runner.play(members, sigma, t, times, bar, contexts=contexts)  # here, or on Ray workers
         rewards, traj = played.rewards, played.traj
+        failed, first = failures.count(traj)
+        if traj and failed == len(traj):  # nothing to learn from: the episodes stay on disk, the history as it was
+            self.run.write_trajectories(f"gen{t:04d}", traj)
+            failures.stop_if_all_failed(traj, f"generation {t}", self.run.path, self.command)
         # the update, here and on every replica; a replica whose weights hash differs stops the run
         record = self.step.tell(t, members, rewards, lambda *update: self.runner.update(t, *update, times))
         if played.errors:
@@ -128,6 +138,8 @@ class Trainer(ModelReplica):
             "nonfinite_rewards": record["nonfinite_rewards"], "episodes": len(traj) + extra.pop("extra_episodes", 0),
             "tokens": played.tokens, **{f"time_{k}": v for k, v in times.items()}, **played.extra, **extra,
         }
+        if failed:
+            stats.update(failed_episodes=failed, first_failure=first)
         self.run.log(stats)
         return stats
 
@@ -140,7 +152,9 @@ class Trainer(ModelReplica):
         def describe(t, s, seconds):
             return (f"[esopt] gen {t + 1}/{T}: reward mean {s['reward_mean']:.3f} max {s['reward_max']:.3f} "
                     f"min {s['reward_min']:.3f} | sigma {s['sigma']:.2e} alpha {s['alpha']:.2e} | {seconds:.0f}s "
-                    f"(rollout {s['time_rollout']:.0f}s, noise {s['time_perturb'] + s['time_restore'] + s['time_update']:.0f}s)")
+                    f"(rollout {s['time_rollout']:.0f}s, noise {s['time_perturb'] + s['time_restore'] + s['time_update']:.0f}s)"
+                    + (f" | {s['failed_episodes']}/{s['episodes']} episodes failed (first: {s['first_failure']})"
+                       if s.get("failed_episodes") else ""))
 
         return train_loop(self, start, T, bar, describe)  # the history record is the checkpoint
 

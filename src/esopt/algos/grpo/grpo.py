@@ -50,6 +50,8 @@ def turn_samples(episodes, advantages) -> list[TurnSample]:
     out = []
     for e, (ep, adv) in enumerate(zip(episodes, advantages)):
         for turn in ep.turns:
+            if turn.get("failed"):  # the env failed on this reply: the episode's failure reward, not a sample
+                continue
             if "token_ids" not in turn:
                 raise ValueError("episode turns lack token ids: play them with rollout(..., record_ids=True)")
             out.append(TurnSample(list(turn["prompt_ids"]), list(turn["token_ids"]), float(adv), e))

@@ -22,6 +22,7 @@ from ...es.perturb import weights_hash
 from ...models import HFPolicy, load_model
 from ...models.policy import Sampling
 from ...utils.seeding import derive_seed
+from ...train import failures
 from ...train.evaluate import max_live_of, turn_limit_of
 from ...train.loop import train_loop, turn_progress
 from ...report import refresh_report
@@ -176,6 +177,11 @@ class GRPOTrainer:
         except Exception:  # like a failed ES member: recorded, no update this step, the run goes on
             return self._failed_step(t, traceback.format_exc(), time.time() - t0, bar)
         t_rollout = time.time() - t0
+        played = [ep.to_json() for ep in episodes]
+        failed, first_failure = failures.count(played)
+        if failed == len(played):  # nothing to learn from: the episodes stay on disk, the weights as they were
+            self.run.write_trajectories(f"gen{t:04d}", [{"generation": t, **_public(ep)} for ep in played])
+            failures.stop_if_all_failed(played, f"GRPO step {t}", self.run.path)
         rewards = np.array([ep.reward for ep in episodes], dtype=np.float64).reshape(g.puzzles_per_step, g.group_size)
         adv = group_advantages(rewards, g.scale_std).reshape(-1).tolist()
         samples = turn_samples(episodes, adv)
@@ -211,6 +217,8 @@ class GRPOTrainer:
         }
         if "error" in upd:
             stats["update_error"] = upd["error"]
+        if failed:
+            stats["first_failure"] = first_failure
         self.run.log(stats)
         self.last_update = upd
         if bar is not None:
@@ -245,7 +253,9 @@ class GRPOTrainer:
                     f"min {s['reward_min']:.3f} ({s['flat_groups']}/{g.puzzles_per_step} flat groups) | "
                     f"loss {s['loss']:+.4f} kl {s['kl']:.4f} clip {s['clip_frac']:.3f} grad {s['grad_norm']:.3f} | "
                     f"{seconds:.0f}s (rollout {s['time_rollout']:.0f}s, update {s['time_update']:.0f}s)"
-                    + (" | update FAILED, skipped" if s.get("update_error") else ""))
+                    + (" | update FAILED, skipped" if s.get("update_error") else "")
+                    + (f" | {s['errors']}/{s['episodes']} episodes failed (first: {s['first_failure']})"
+                       if s.get("errors") else ""))
 
         return train_loop(self, start, T, bar, describe, self.save_checkpoint, g.checkpoint_every)
 

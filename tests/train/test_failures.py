@@ -1,0 +1,73 @@
+"""A user's env that misbehaves is named where the user looks (train/failures.py): every generation and
+evaluation line counts the failed episodes with the first one's reason, a run whose every episode fails
+stops with one line (exit 2), a failed episode keeps the reply that made it fail, and no file of the run
+folder holds a NaN or Infinity token."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import TINY_OVERRIDES
+
+from esopt.cli import main
+
+HERE = Path(__file__).resolve().parent
+
+
+def strict(text: str):
+    def refuse(token):
+        raise ValueError(f"{token} is not JSON")
+    return json.loads(text, parse_constant=refuse)
+
+
+def every_file_is_strict_json(run: Path) -> int:
+    n = 0
+    for path in run.rglob("*"):
+        if path.suffix == ".json":
+            strict(path.read_text())
+            n += 1
+        elif path.suffix == ".jsonl":
+            for line in path.read_text().splitlines():
+                strict(line)
+            n += 1
+    return n
+
+
+def args(tmp_path, env: str, *extra):
+    return ["train", "configs/demo.yaml", *TINY_OVERRIDES, "es.generations=2", f"env.id=misbehaving_envs:{env}",
+            "tasks.heldout=4", *extra, f"run.out_dir={tmp_path}", "run.name=r"]
+
+
+def test_some_nan_rewards_are_failed_episodes_counted_on_every_line(esopt_cache, tmp_path, capsys, monkeypatch):
+    monkeypatch.syspath_prepend(str(HERE))
+    assert main(args(tmp_path, "NanSometimes")) == 0
+    out = capsys.readouterr().out
+    lines = [x for x in out.splitlines() if "episodes failed (first: " in x]
+    assert any(x.startswith("[esopt] gen 1/2") for x in lines), out
+    assert any("held-out after 0 generations" in x for x in lines) and "reward nan" in lines[0], lines
+    assert "a reward is a finite number" in lines[0]
+    assert "[esopt] failed held-out episodes: base 2 of 4, final 2 of 4" in out, out  # the summary says it too
+    run = tmp_path / "r"
+    assert every_file_is_strict_json(run) >= 5
+    episodes = [json.loads(x) for x in (run / "trajectories" / "gen0000.jsonl").read_text().splitlines()]
+    failed = [ep for ep in episodes if ep["error"]]
+    assert failed and all(ep["turns"] and ep["turns"][-1]["failed"] and "response" in ep["turns"][-1] for ep in failed)
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["final"]["errors"] > 0 and summary["final"]["reward"] == summary["final"]["reward"]  # finite
+
+
+@pytest.mark.parametrize("env, why", [("NoneReward", "returned ('Done.', None"),
+                                      ("NanSometimes", "returned the reward nan")])
+def test_a_run_whose_every_episode_fails_stops_with_one_line(esopt_cache, tmp_path, capsys, monkeypatch, env, why):
+    monkeypatch.syspath_prepend(str(HERE))
+    assert main(args(tmp_path, env, *(["env.options.every=1"] if env == "NanSometimes" else []))) == 2
+    stderr = capsys.readouterr().err
+    err = [x for x in stderr.splitlines() if x.startswith("esopt")]  # besides the progress bars
+    assert "Traceback" not in stderr and len(err) == 1 and err[0].startswith("esopt: error: every episode of the held-out evaluation after 0 "
+                                               "generations failed (4 of 4; first: "), err
+    assert why in err[0] and f"esopt train --resume {tmp_path / 'r'}" in err[0], err
+    run = tmp_path / "r"
+    assert every_file_is_strict_json(run) >= 1
+    episodes = [json.loads(x) for x in (run / "trajectories" / "eval_gen0000.jsonl").read_text().splitlines()]
+    assert len(episodes) == 4 and all(ep["turns"][0]["failed"] for ep in episodes)  # the replies, for a look
