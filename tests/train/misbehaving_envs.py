@@ -6,7 +6,8 @@ from esopt.envs.base import TextEnv
 
 
 class NanSometimes(TextEnv):
-    """One turn; the reward is NaN on every `every`-th task (by its seed), else the reply's length share."""
+    """One turn; the reward is NaN on every `every`-th task (by its seed) when the reply is not empty, else the
+    reply's length share (an empty reply, as the preflight's, scores 0)."""
 
     max_turns = 1
 
@@ -18,7 +19,7 @@ class NanSometimes(TextEnv):
         return "Say anything.", {}
 
     def step(self, action):
-        reward = float("nan") if self.seed % self.every == 0 else min(len(action), 10) / 10
+        reward = float("nan") if self.seed % self.every == 0 and action else min(len(action), 10) / 10
         return "Done.", reward, True, False, {}
 
     def render_text(self) -> str:
@@ -28,3 +29,20 @@ class NanSometimes(TextEnv):
 class NoneReward(NanSometimes):
     def step(self, action):
         return "Done.", None, True, False, {}
+
+
+class RaisesInInit(NanSometimes):
+    def __init__(self, every: int = 2):
+        raise RuntimeError("cannot open the task file")
+
+
+class ResetReturnsDict(NanSometimes):
+    def reset(self, seed=None):
+        return {"observation": "Say anything."}
+
+
+class NoneRewardForReplies(NanSometimes):
+    """None as the reward of any reply but the empty one (which the preflight sends)."""
+
+    def step(self, action):
+        return "Done.", (None if action else 0.0), True, False, {}

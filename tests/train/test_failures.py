@@ -57,7 +57,7 @@ def test_some_nan_rewards_are_failed_episodes_counted_on_every_line(esopt_cache,
     assert summary["final"]["errors"] > 0 and summary["final"]["reward"] == summary["final"]["reward"]  # finite
 
 
-@pytest.mark.parametrize("env, why", [("NoneReward", "returned ('Done.', None"),
+@pytest.mark.parametrize("env, why", [("NoneRewardForReplies", "returned ('Done.', None"),
                                       ("NanSometimes", "returned the reward nan")])
 def test_a_run_whose_every_episode_fails_stops_with_one_line(esopt_cache, tmp_path, capsys, monkeypatch, env, why):
     monkeypatch.syspath_prepend(str(HERE))
@@ -71,3 +71,32 @@ def test_a_run_whose_every_episode_fails_stops_with_one_line(esopt_cache, tmp_pa
     assert every_file_is_strict_json(run) >= 1
     episodes = [json.loads(x) for x in (run / "trajectories" / "eval_gen0000.jsonl").read_text().splitlines()]
     assert len(episodes) == 4 and all(ep["turns"][0]["failed"] for ep in episodes)  # the replies, for a look
+
+
+@pytest.mark.parametrize("env, said", [
+    ("RaisesInInit", "(train split): building its envs raised RuntimeError: cannot open the task file"),
+    ("ResetReturnsDict", "(train split): reset() the env's reset() returned {'observation': 'Say anything.'}; "
+                         "a TextEnv's reset returns (observation: str, info: dict)"),
+    ("NoneReward", "(train split): step('') (a reply, as the model may give one) the env's step() returned")])
+def test_an_env_that_cannot_play_is_one_line_before_any_run_folder(esopt_cache, tmp_path, capsys, monkeypatch, env,
+                                                                    said):
+    monkeypatch.syspath_prepend(str(HERE))
+    assert main(args(tmp_path, env)) == 2
+    stderr = capsys.readouterr().err
+    assert stderr.count("\n") == 1 and stderr.startswith(f"esopt: error: env.id=misbehaving_envs:{env} "), stderr
+    assert said in stderr, stderr
+    assert not list(tmp_path.iterdir())  # nothing half made
+
+
+def test_eval_of_a_run_checks_its_env_before_loading_the_weights(esopt_cache, tmp_path, capsys, monkeypatch):
+    monkeypatch.syspath_prepend(str(HERE))
+    assert main(args(tmp_path, "NanSometimes", "es.generations=1")) == 0
+    import esopt.train.weights as weights
+
+    def never(*a, **k):
+        raise AssertionError("the weights were loaded before the env was checked")
+
+    monkeypatch.setattr(weights, "load_run_weights", never)
+    capsys.readouterr()
+    assert main(["eval", "--run", str(tmp_path / "r"), "env.id=no_such_module:Env"]) == 2
+    assert "cannot import no_such_module" in capsys.readouterr().err

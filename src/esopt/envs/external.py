@@ -14,5 +14,5 @@ def _no_env(**_options):
     raise ValueError(PLAYED_BY_A_HARNESS)
 
 
-SPEC = EnvSpec(id="external", factory=_no_env, options=None,
+SPEC = EnvSpec(id="external", factory=_no_env, options=None, smoke=False,
                description="a task only the harness has (esopt serve with serve.evaluations=harness)")

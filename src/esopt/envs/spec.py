@@ -61,6 +61,9 @@ class EnvSpec:
     max_live: Callable[[Any], int | None] | None = None
     default_max_turns: int = DEFAULT_MAX_TURNS
     summary_keys: tuple[str, ...] = ()  # env.options keys a run report shows (empty: all of them)
+    # whether a command's preflight builds, resets and steps one env of each split (train/smoke.py); False
+    # where that is costly (a browser) or impossible (a harness's own task)
+    smoke: bool = True
     # env.options keys (dotted) that say how episodes are played, not which: they may change on resume and
     # are left out of the task set a run's record keeps (esopt.train.resume_check.task_set)
     run_options: tuple[str, ...] = ()

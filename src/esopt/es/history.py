@@ -10,8 +10,6 @@ import os
 import tempfile
 from pathlib import Path
 
-from ..utils.jsonl import strict_dumps
-
 
 def atomic_write_text(path: Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
@@ -90,7 +88,7 @@ class History:
         self.save()
 
     def save(self) -> None:
-        atomic_write_text(self.path, strict_dumps({"meta": self.meta, "generations": self.records}, indent=1))
+        atomic_write_text(self.path, json.dumps({"meta": self.meta, "generations": self.records}, indent=1))
 
     def __len__(self) -> int:
         return len(self.records)

@@ -128,7 +128,7 @@ def evaluate_weights(run_dir=None, config=None, overrides=(), model_name: str | 
     from ..utils.seeding import derive_seed
     from ..utils.settings import ConfigError
     from ..utils.threads import set_threads
-    from .preflight import check_env, check_run_config
+    from .preflight import check_env, check_plays, check_run_config
     from .tasks import TaskSource
 
     context = None
@@ -142,10 +142,13 @@ def evaluate_weights(run_dir=None, config=None, overrides=(), model_name: str | 
             raise ConfigError(f"{run_dir}'s evaluations were played by its harness (serve.evaluations=harness), on "
                               "tasks esopt cannot play: its figures are in its summary.json; to play the weights on "
                               "an env of esopt's, name it (e.g. env.id=sudoku)")
+        if overrides:
+            recorded = load_config(RunDir(run_dir).config_path, list(overrides))
+        check_env(recorded.env, recorded.tasks, (split,))  # the env, before seconds of loading and replaying
+        check_plays(recorded, (split,))
         model, tok, cfg, n = load_run_weights(run_dir)
         if overrides:
-            cfg = load_config(RunDir(run_dir).config_path, list(overrides))
-            check_env(cfg.env, cfg.tasks, (split,))
+            cfg = recorded
         label = f"{run_dir} after {n} generations"
         found = algorithm(cfg.algo).final_context(RunDir(run_dir), cfg, n)
         if found is not None:

@@ -17,6 +17,16 @@ def check_env(env, tasks=None, splits=None) -> None:
         raise ConfigError(str(err)) from None
 
 
+def check_plays(cfg, splits=None) -> None:
+    """One env of each split built, reset, stepped and closed (train/smoke.py); a failure is one line."""
+    from .smoke import EnvBroken, smoke_env
+
+    try:
+        smoke_env(cfg, splits)
+    except EnvBroken as err:
+        raise ConfigError(str(err)) from None
+
+
 def check_device(device: str) -> None:
     """runtime.device must name a device torch has here: cpu, cuda, cuda:N or mps."""
     import torch
@@ -61,4 +71,6 @@ def check_run_config(cfg, device: bool = True, splits=None, served: bool = False
     missing = wandb_missing(cfg.log.wandb)
     if missing:
         raise ConfigError(missing)
+    if not served or cfg.serve.evaluations == "esopt":  # what esopt itself will play of the env: does it play?
+        check_plays(cfg, splits if not served else ("validation", "heldout"))
     algorithm(cfg.algo).check(cfg)  # the algorithm's own settings (ES: the context search's library)

@@ -127,6 +127,7 @@ def _renderer():
 
 
 SPEC = EnvSpec(id="browsergym", factory=BrowserGymEnv, options=BrowserOptions, tasks=WebSource, preflight=preflight,
+               smoke=False,  # a browser per env: its preflight checks chromium and the site instead
                renderer=_renderer(), max_live=lambda env_cfg: env_cfg.options.web.max_live,
                default_max_turns=DEFAULT_MAX_TURNS, summary_keys=("task",),
                run_options=("web.max_live", "web.workers", "web.timeout_ms", "web.chromium", "web.headless",

@@ -1,0 +1,76 @@
+"""Before any run folder exists: one env of each split a command plays is built, reset and stepped once
+(with an empty reply) and closed, so an env or reward function that raises, or answers outside the TextEnv
+protocol, is one line naming it instead of a traceback and a half-made run folder. Envs whose spec says
+building one is costly (a browser: smoke=False) are left to their own preflight."""
+from __future__ import annotations
+
+import time
+
+SPLITS = ("train", "validation", "heldout")
+
+
+class EnvBroken(ValueError):
+    """An env of the config fails before any episode is played (one line: what raised or came back)."""
+
+
+def smoke_env(cfg, splits=None) -> float:
+    """Build, reset, step and close one env of each split (None: training's: train, validation if any,
+    held-out); the seconds it took. Raises EnvBroken."""
+    from ..agent.rollout import EnvFailure, checked
+    from ..envs.spec import resolve
+    from .failures import reason
+    from .tasks import TaskSource
+
+    spec = resolve(cfg.env.id)
+    if not getattr(spec, "smoke", True):
+        return 0.0
+    t0 = time.perf_counter()
+    splits = [s for s in (splits or SPLITS) if s != "validation" or cfg.tasks.validation]
+    source = TaskSource(cfg.env, cfg.tasks, cfg.run.seed)
+    for split in splits:
+        what = f"env.id={cfg.env.id} ({split} split)"
+        envs = []
+        try:
+            try:
+                envs, _, observations = source.train(1, 0) if split == "train" else getattr(source, split)()
+            except Exception as err:  # noqa: BLE001 (the user's code: anything it raises is named)
+                raise EnvBroken(f"{what}: building its envs raised {reason(_trace(err))}") from None
+            if not envs:
+                continue
+            env, obs = envs[0], observations[0]
+            if obs is None:
+                result = checked(_call(env.reset), "reset")
+                if isinstance(result, EnvFailure):
+                    raise EnvBroken(f"{what}: reset() {_said(result)}")
+            result = checked(_call(env.step, ""), "step")
+            if isinstance(result, EnvFailure):
+                raise EnvBroken(f"{what}: step('') (a reply, as the model may give one) {_said(result)}")
+        finally:
+            for env in envs:
+                try:
+                    env.close()
+                except Exception:  # noqa: BLE001
+                    pass
+    return time.perf_counter() - t0
+
+
+def _call(method, *args):
+    from ..agent.rollout import EnvFailure
+
+    try:
+        return method(*args)
+    except Exception as err:  # noqa: BLE001
+        return EnvFailure(_trace(err))
+
+
+def _trace(err: BaseException) -> str:
+    import traceback
+
+    return "".join(traceback.format_exception(err))
+
+
+def _said(failure) -> str:
+    from .failures import reason
+
+    text = reason(failure.traceback)
+    return text if text.startswith("the env's") else f"raised {text}"
