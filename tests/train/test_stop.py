@@ -64,3 +64,28 @@ def test_a_signal_stops_the_run_with_its_resume_line(esopt_cache, tmp_path, caps
         assert "stopping after the update in progress is recorded" in out
     assert main(["train", "--resume", str(run), "es.generations=" + str(kept + 1)]) == 0  # and it goes on
     assert generations(run) == kept + 1
+
+
+def test_ctrl_c_during_an_evaluation_stops_it_at_once_and_the_resume_plays_it_once(esopt_cache, tmp_path, capsys):
+    """The base evaluation (1000 episodes: far longer than the test waits) ends at the Ctrl-C, not after all
+    of them (then the stop would come at the safe point after it), and the line names it."""
+    name = "eval"
+    run = tmp_path / name
+    args = ["train", "configs/demo.yaml", *TINY_OVERRIDES, "es.generations=1", "eval.at_start=true",
+            "tasks.heldout=1000", f"run.out_dir={tmp_path}", f"run.name={name}"]
+    proc = subprocess.Popen([sys.executable, "-m", "esopt", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    t0 = time.time()
+    while not (run / "config.yaml").exists():
+        assert proc.poll() is None and time.time() - t0 < 60, proc.communicate()
+        time.sleep(0.1)
+    time.sleep(3)  # the model loaded, the base evaluation under way
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Ctrl-C: stopping the held-out evaluation after 0 generations now" in out, out
+    last = err.strip().splitlines()[-1]
+    assert last == (f"[esopt] stopped during the held-out evaluation after 0 generations (not recorded: the resume "
+                    f"plays it): {run} keeps 0 of 1 generations (its history); continue with: esopt train --resume "
+                    f"{run}"), last
+    assert not (run / "trajectories" / "eval_gen0000.jsonl").exists()  # nothing of it recorded

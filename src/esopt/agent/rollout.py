@@ -14,7 +14,7 @@ import math
 import traceback
 from dataclasses import asdict, dataclass, field
 
-from ..models.policy import Sampling
+from ..models.policy import DecodeAborted, Sampling
 
 
 @dataclass
@@ -59,7 +59,7 @@ def rollout(policy, envs, tasks: list[str], observations: list[str], context: Ag
             max_new_tokens: int, sampling: Sampling = Sampling(), seed: int = 0,
             failure_reward: float = 0.0, on_turn=None, row_context=None, record_ids: bool = False,
             row_groups: list | None = None, max_live: int | None = None,
-            kv_reuse: str = "auto", max_turns: int | tuple | None = None) -> list[Episode]:
+            kv_reuse: str = "auto", max_turns: int | tuple | None = None, abort=None) -> list[Episode]:
     """Play every env to the end. An env comes already reset with its first observation, or
     with None in ``observations``: then it is reset when its episode starts, and at most
     ``max_live`` episodes (None: all) are under way at once; the next waiting one starts as
@@ -82,6 +82,8 @@ def rollout(policy, envs, tasks: list[str], observations: list[str], context: Ag
     there is truncated (recorded as such) whatever the env says.
     on_turn(turn, done, played), if given, is called after every turn: the turns so far, the
     episodes finished, and the episodes that played this turn.
+    abort() -> bool, if given, is asked before every turn and at every decode step: once it is true the
+    rollout stops there and raises models.policy.DecodeAborted (an evaluation that a Ctrl-C ends).
     """
     if kv_reuse not in ("auto", "off"):
         raise ValueError(f"agent.kv_reuse must be auto or off, got {kv_reuse!r}")
@@ -97,14 +99,16 @@ def rollout(policy, envs, tasks: list[str], observations: list[str], context: Ag
     prefix_store = policy.new_prefix_store() if hasattr(policy, "new_prefix_store") else None
     try:
         return _play(policy, envs, tasks, observations, context, max_new_tokens, sampling, seed, failure_reward,
-                     on_turn, row_context, record_ids, row_groups, turn_cache, max_live, max_turns, prefix_store)
+                     on_turn, row_context, record_ids, row_groups, turn_cache, max_live, max_turns, prefix_store,
+                     abort)
     finally:
         if turn_cache is not None:
             turn_cache.disable("rollout ended")  # frees every episode's keys/values
 
 
 def _play(policy, envs, tasks, observations, context, max_new_tokens, sampling, seed, failure_reward, on_turn,
-          row_context, record_ids, row_groups, turn_cache, max_live, max_turns, prefix_store=None) -> list[Episode]:
+          row_context, record_ids, row_groups, turn_cache, max_live, max_turns, prefix_store=None,
+          abort=None) -> list[Episode]:
     episodes = [Episode(task=t, observation0=o or "") for t, o in zip(tasks, observations)]
     limits = [turn_limit(env, max_turns) for env in envs]
     current = list(observations)
@@ -138,6 +142,10 @@ def _play(policy, envs, tasks, observations, context, max_new_tokens, sampling, 
             extra |= {"turn_cache": turn_cache, "cache_keys": live}
         if prefix_store is not None:
             extra["prefix_store"] = prefix_store
+        if abort is not None:
+            if abort():
+                raise DecodeAborted
+            extra["abort"] = abort
         replies = policy.generate(convs, max_new_tokens, sampling, seed=seed + 7919 * turn, **extra)
         stepped = call_envs(envs, live, "step", [(r,) for r in replies])
         for k, (i, reply) in enumerate(zip(live, replies)):

@@ -29,13 +29,13 @@ def turn_limit_of(cfg) -> tuple[int | None, int]:
 
 
 def run_episodes(policy, envs, ids, obs, cfg, seed: int, on_turn=None, row_context=None, row_groups=None,
-                 context=None):
-    """context: None (the agent's configured one), an AgentContext, or one per episode (coevo)."""
+                 context=None, abort=None):
+    """context: None (the agent's configured one), an AgentContext, or one per episode (coevo); abort: rollout's."""
     context = AgentContext.from_config(cfg.agent) if context is None else context
     return rollout(policy, envs, ids, obs, context, cfg.agent.max_new_tokens,
                    sampling_of(cfg.agent), seed=seed, failure_reward=cfg.run.failure_reward, on_turn=on_turn,
                    row_context=row_context, row_groups=row_groups, max_live=max_live_of(cfg),
-                   kv_reuse=cfg.agent.kv_reuse, max_turns=turn_limit_of(cfg))
+                   kv_reuse=cfg.agent.kv_reuse, max_turns=turn_limit_of(cfg), abort=abort)
 
 
 def mean_se(values: list[float]) -> tuple[float, float]:
@@ -69,9 +69,10 @@ def summarize(episodes: list[dict]) -> dict:
     }
 
 
-def evaluate(policy, tasks, cfg, seed: int = 0, split: str = "heldout", context=None) -> tuple[dict, list]:
+def evaluate(policy, tasks, cfg, seed: int = 0, split: str = "heldout", context=None,
+             abort=None) -> tuple[dict, list]:
     """Play the split's tasks with the current weights (and `context`, default the agent's own);
-    (figures, episode records)."""
+    (figures, episode records). abort() true ends it at once with DecodeAborted (a stop asked for)."""
     if split not in ("heldout", "validation"):
         raise ValueError(f"unknown task split {split!r}; allowed: heldout, validation")
     envs, ids, obs = getattr(tasks, split)()
@@ -89,7 +90,7 @@ def evaluate(policy, tasks, cfg, seed: int = 0, split: str = "heldout", context=
 
     try:
         episodes = [ep.to_json() for ep in run_episodes(policy, envs, ids, obs, cfg, seed, on_turn=progress,
-                                                        context=context)]
+                                                        context=context, abort=abort)]
     finally:
         bar.close()
     stats = summarize(episodes)

@@ -87,10 +87,11 @@ class LocalRunner:
         return digest
 
     def evaluate(self, split, seed):
+        from . import stop
         from .evaluate import evaluate
 
         tr = self.trainer
-        return evaluate(tr.policy, tr.tasks, tr.cfg, seed=seed, split=split)
+        return evaluate(tr.policy, tr.tasks, tr.cfg, seed=seed, split=split, abort=stop.requested)
 
     def close(self) -> None:
         pass

@@ -19,7 +19,7 @@ from .algorithm import Algorithm, algorithm
 from .preflight import check_run_config
 from .resume_check import check_record, check_resume, get_key
 from .rundir import RunDir, env_slug
-from .stop import Stopped, stop_on_signals
+from .stop import Stopped, StoppedDuring, stop_on_signals
 
 
 @dataclass
@@ -193,7 +193,10 @@ def train(config: str | Path | Config | None = None, overrides=(), *, resume_dir
             with stop_on_signals():
                 return session.trainer.train(session.start)
         except (Stopped, KeyboardInterrupt) as err:
-            raise stopped_line(session, "now" if isinstance(err, KeyboardInterrupt) else "at a safe point") from None
+            how = ("now" if isinstance(err, KeyboardInterrupt) else
+                   f"during {err.phase} (not recorded: the resume plays it)" if isinstance(err, StoppedDuring)
+                   else "at a safe point")
+            raise stopped_line(session, how) from None
         except OSError as err:  # a full or read-only disk: what was written stays (the record is written atomically)
             raise RunFolderError(f"training stopped: {err}. The run's {session.algo.record} is intact; once the "
                                  f"disk has room (or is writable) continue with: esopt train --resume "

@@ -11,12 +11,34 @@ from contextlib import contextmanager
 _requested = threading.Event()
 
 
+_phases: list[str] = []  # what is under way that a stop ends at once (an evaluation), innermost last
+
+
 class Stopped(Exception):
     """The run stopped on request; the message says what was kept and how to resume (exit code 130)."""
 
 
+class StoppedDuring(Stopped):
+    """A stop ended a phase that is not recorded until it is over (an evaluation): the resume plays it again."""
+
+    def __init__(self, phase: str):
+        super().__init__(phase)
+        self.phase = phase
+
+
 def requested() -> bool:
     return _requested.is_set()
+
+
+@contextmanager
+def phase(what: str):
+    """Within the block, a stop asked for ends `what` at once (the block's code checks requested() and raises
+    StoppedDuring(what)); the stop's line names it."""
+    _phases.append(what)
+    try:
+        yield
+    finally:
+        _phases.pop()
 
 
 @contextmanager
@@ -33,7 +55,9 @@ def stop_on_signals(log=print):
             raise KeyboardInterrupt
         _requested.set()
         name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
-        log(f"[esopt] {name}: stopping after the update in progress is recorded (Ctrl-C again to stop now)")
+        what = (f"{_phases[-1]} now (it is not recorded: a resume plays it again)" if _phases
+                else "after the update in progress is recorded")
+        log(f"[esopt] {name}: stopping {what} (Ctrl-C again to stop now)")
 
     old = {s: signal.signal(s, ask) for s in (signal.SIGINT, signal.SIGTERM)}
     try:

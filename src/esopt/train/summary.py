@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from ..es.perturb import weights_hash
 from ..utils.seeding import derive_seed
-from . import failures
+from ..models.policy import DecodeAborted
+from . import failures, stop
 from .evaluate import evaluate, paired_difference, summarize
 from .rundir import RunDir
 
@@ -46,8 +47,14 @@ def record_eval(run: RunDir, policy, tasks, cfg, generation: int, log=print, uni
                 f"(solved {stats['solved']:.3f}, n={stats['n']}; recorded before the resume, not played again)")
         else:
             seed = derive_seed("eval", cfg.run.seed)
-            stats, episodes = (play(split, seed) if play else
-                               evaluate(policy, tasks, cfg, seed=seed, split=split, context=context))
+            phase = f"the {name} evaluation after {generation} {unit}"
+            with stop.phase(phase):  # a Ctrl-C ends it at once, unrecorded (the resume plays it)
+                try:
+                    stats, episodes = (play(split, seed) if play else
+                                       evaluate(policy, tasks, cfg, seed=seed, split=split, context=context,
+                                                abort=stop.requested))
+                except DecodeAborted:
+                    raise stop.StoppedDuring(phase) from None
             run.write_trajectories(f"{TRAJECTORY_PREFIX[split]}_gen{generation:04d}",
                                    [{"generation": generation, **ep} for ep in episodes])
             log(f"[esopt] {name} after {generation} {unit}: reward {stats['reward']:.3f} ± {stats['reward_se']:.3f} "
