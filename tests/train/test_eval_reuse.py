@@ -40,9 +40,9 @@ def test_a_run_stopped_after_its_base_evaluation_resumes_without_playing_it_agai
 
     played, counting = [], evaluate_module.evaluate
 
-    def count(policy, tasks, cfg, seed=0, split="heldout", context=None):
+    def count(policy, tasks, cfg, seed=0, split="heldout", context=None, abort=None):
         played.append(split)
-        return counting(policy, tasks, cfg, seed=seed, split=split, context=context)
+        return counting(policy, tasks, cfg, seed=seed, split=split, context=context, abort=abort)
 
     monkeypatch.setattr(evaluate_module, "evaluate", count)  # the runner imports it when it plays
     assert main(["train", "--resume", str(run)]) == 0
