@@ -46,3 +46,10 @@ class NoneRewardForReplies(NanSometimes):
 
     def step(self, action):
         return "Done.", (None if action else 0.0), True, False, {}
+
+
+class TakesAnything(NanSometimes):
+    """A factory that takes **kwargs: env.options keys it does not name are warned about."""
+
+    def __init__(self, every: int = 2, **kwargs):
+        super().__init__(every)

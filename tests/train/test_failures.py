@@ -100,3 +100,12 @@ def test_eval_of_a_run_checks_its_env_before_loading_the_weights(esopt_cache, tm
     capsys.readouterr()
     assert main(["eval", "--run", str(tmp_path / "r"), "env.id=no_such_module:Env"]) == 2
     assert "cannot import no_such_module" in capsys.readouterr().err
+
+
+def test_options_a_kwargs_factory_does_not_name_are_warned_about_in_one_line(esopt_cache, tmp_path, capsys,
+                                                                               monkeypatch):
+    monkeypatch.syspath_prepend(str(HERE))
+    assert main(args(tmp_path, "TakesAnything", "es.generations=1", "env.options.colour=red", "env.options.every=3")) == 0
+    err = [x for x in capsys.readouterr().err.splitlines() if x.startswith("[esopt] warning")]
+    assert err == ["[esopt] warning: env.options not in TakesAnything's signature (it takes **kwargs, so nothing "
+                   "checks them): colour"], err

@@ -86,6 +86,19 @@ class EnvSpec:
                                f"allowed here: {', '.join(accepted) or '(none)'}")
         return dict(raw or {})
 
+    def unchecked_options(self, options: Any) -> list[str]:
+        """env.options keys that a factory taking ``**kwargs`` (and no options model) does not name: nothing
+        checks them (a typo reaches the env as an argument it may ignore)."""
+        if self.options is not None or not isinstance(options, dict):
+            return []
+        try:
+            params = inspect.signature(self.factory).parameters
+        except (TypeError, ValueError):
+            return []
+        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+            return []
+        return sorted(set(options) - set(params))
+
     def make(self, options: Any, max_turns: int | None = None, **extra) -> TextEnv:
         """One env from validated options (and per-task arguments such as a puzzle)."""
         kwargs = options_dict(options) | extra

@@ -17,6 +17,20 @@ def check_env(env, tasks=None, splits=None) -> None:
         raise ConfigError(str(err)) from None
 
 
+def warn_unchecked_options(env) -> None:
+    """One line at start for env.options keys that a **kwargs factory does not name (docs/envs.md)."""
+    import sys
+
+    from ..envs.spec import resolve
+
+    spec = resolve(env.id)
+    loose = spec.unchecked_options(env.options)
+    if loose:
+        name = getattr(spec.factory, "__name__", env.id)
+        print(f"[esopt] warning: env.options not in {name}'s signature (it takes **kwargs, so nothing checks them): "
+              f"{', '.join(loose)}", file=sys.stderr)
+
+
 def check_plays(cfg, splits=None) -> None:
     """One env of each split built, reset, stepped and closed (train/smoke.py); a failure is one line."""
     from .smoke import EnvBroken, smoke_env
@@ -66,6 +80,7 @@ def check_run_config(cfg, device: bool = True, splits=None, served: bool = False
             raise ConfigError("env.id=external: esopt has no env to play its evaluations on; add "
                               "serve.evaluations=harness (the harness plays them with center)")
     check_env(cfg.env, cfg.tasks, splits)
+    warn_unchecked_options(cfg.env)
     if device:
         check_device(cfg.runtime.device)
     missing = wandb_missing(cfg.log.wandb)
