@@ -30,6 +30,19 @@ def test_url_allowed(url, ok):
     assert url_allowed(url, ("127.0.0.1", "localhost"), ("/srv/pages",)) is ok
 
 
+def test_a_local_task_page_is_named_the_same_wherever_esopt_is_installed():
+    from esopt.envs.browser.obs import observation_text
+
+    pages = ["file:///work/main/.venv/lib/python3.11/site-packages/miniwob/html/miniwob/click-test.html",
+             "file:///home/me/envs/esopt/lib/python3.12/site-packages/miniwob/html/miniwob/click-test.html"]
+    shown = {observation_text({"goal": "Click.", "url": u, "axtree_txt": ""}, page="") for u in pages}
+    assert len(shown) == 1 and "URL: file://miniwob/click-test.html" in shown.pop()
+    full = observation_text({"goal": "Click.", "url": pages[0]}, page="", url="full")  # web.url=full: as before
+    assert f"URL: {pages[0]}" in full
+    assert "URL: http://127.0.0.1:8765/cart" in observation_text({"url": "http://127.0.0.1:8765/cart"}, page="")
+    assert load_config(None, ["env.id=browsergym", "env.task=miniwob.click-test"]).env.options.web.url == "short"
+
+
 def test_memory_chat_keeps_what_tasks_read():
     chat = MemoryChat()
     chat.add_message("user", "goal")

@@ -33,10 +33,12 @@ DEFAULT_MAX_TURNS = 10
 
 
 class BrowserGymEnv(TextEnv):
+    url = "short"  # how the observation shows the page's URL (obs.shown_url); set per env in __init__
+
     def __init__(self, task: str, seed: int = 0, max_turns: int | None = None, obs_max_chars: int = 4000,
                  allowed_hosts=DEFAULT_ALLOWED_HOSTS, timeout_ms: int = 5000, chromium: str | None = None,
                  headless: bool = True, judge: dict | None = None, reuse_pages: bool | None = None,
-                 observation: str = "esopt"):
+                 observation: str = "esopt", url: str = "short"):
         from .browser import ReusableBrowserEnv, find_chromium
         from .tasks import reuses_pages, task_entrypoint, task_settings
 
@@ -44,6 +46,7 @@ class BrowserGymEnv(TextEnv):
         self.max_turns = max_turns or DEFAULT_MAX_TURNS
         self.obs_max_chars = obs_max_chars
         self.style = observation  # esopt.envs.browser.obs.STYLES
+        self.url = url  # short | full (obs.shown_url)
         self.allowed_hosts = tuple(allowed_hosts)
         kwargs, files = task_settings(task, judge)
         self.env = ReusableBrowserEnv(task_entrypoint(task), kwargs, executable=find_chromium(chromium),
@@ -64,7 +67,7 @@ class BrowserGymEnv(TextEnv):
             self.env.end_episode()
             raise
         self.live = True
-        self.observation = self.page_observation = observation_text(obs, self.obs_max_chars, style=self.style)
+        self.observation = self.page_observation = observation_text(obs, self.obs_max_chars, style=self.style, url=self.url)
         return self.observation, {"task": self.task_id, "seed": self.seed}
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
@@ -86,7 +89,7 @@ class BrowserGymEnv(TextEnv):
             self._finish()
             raise
         error = (obs.get("last_action_error") or "").strip()
-        self.observation = self.page_observation = observation_text(obs, self.obs_max_chars, style=self.style)
+        self.observation = self.page_observation = observation_text(obs, self.obs_max_chars, style=self.style, url=self.url)
         calls = count_actions(action)
         if calls > 1:  # one action per turn: the model hears that the rest of its plan did not run
             note = f"your reply held {calls} actions; only the first, {call}, was applied (one action per turn)"

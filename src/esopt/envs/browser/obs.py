@@ -82,10 +82,22 @@ def clip(text: str, max_chars: int) -> str:
     return text[:cut] + f"\n... ({len(text) - cut} more characters of the page not shown)"
 
 
-def observation_text(obs: dict, max_chars: int = 4000, page: str | None = None, style: str = "esopt") -> str:
-    """One turn's observation: goal, URL, page (clipped to ``max_chars``), last action's error."""
+def shown_url(url: str, how: str = "short") -> str:
+    """The URL an observation shows. short: a local file (MiniWoB's task pages, which lie inside the installed
+    package) from its task folder on, e.g. file://miniwob/click-test.html, so the text is the same wherever
+    esopt is installed; http(s) URLs and full: as they are."""
+    if how != "short" or not url.startswith("file://"):
+        return url
+    parts = url[len("file://"):].split("/")
+    keep = parts[-2:] if len(parts) >= 2 else parts
+    return "file://" + "/".join(keep)
+
+
+def observation_text(obs: dict, max_chars: int = 4000, page: str | None = None, style: str = "esopt",
+                     url: str = "short") -> str:
+    """One turn's observation: goal, URL (shown_url), page (clipped to ``max_chars``), last action's error."""
     goal = obs.get("goal") or ""
-    parts = [f"Goal: {goal.strip()}", f"URL: {obs.get('url', '')}", "Page:",
+    parts = [f"Goal: {goal.strip()}", f"URL: {shown_url(obs.get('url', ''), url)}", "Page:",
              clip(page_text(obs, style) if page is None else page, max_chars)]
     error = (obs.get("last_action_error") or "").strip()
     if error:

@@ -31,6 +31,10 @@ class WebConfig(Strict):
     # the page as text (envs/browser/obs.py): esopt (text held by a plain element shows its id, text areas are
     # marked) or browsergym (the tree as BrowserGym prints it; esopt's before 2026-12)
     observation: Literal["esopt", "browsergym"] = "esopt"
+    # the URL line: short names a local task page (file://) by its path under the task package, the same wherever
+    # esopt is installed; full is the whole URL (what runs before 2026-12-04 saw: their observations held the
+    # install path)
+    url: Literal["short", "full"] = "short"
     allowed_hosts: list[str] = ["127.0.0.1", "localhost"]  # http(s) hosts pages and goto() may reach
     timeout_ms: int = Field(5000, ge=100)  # every browser call of an action
     chromium: str | None = None  # executable; none: chromium / chromium-browser / google-chrome on PATH
@@ -73,7 +77,8 @@ class WebSource:
             build = BrowserGymEnv
         envs = [build(task=task, seed=seed, max_turns=self.env_cfg.max_turns, obs_max_chars=w.obs_max_chars,
                       allowed_hosts=w.allowed_hosts, timeout_ms=w.timeout_ms, chromium=w.chromium,
-                      headless=w.headless, observation=w.observation, judge=w.judge.model_dump() if w.judge else None)
+                      headless=w.headless, observation=w.observation, url=w.url,
+                      judge=w.judge.model_dump() if w.judge else None)
                 for task, seed in episodes]
         return envs, [f"{task}#{seed}" for task, seed in episodes], [None] * len(envs)
 
