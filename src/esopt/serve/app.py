@@ -36,7 +36,6 @@ def needs_token(host: str) -> bool:
 def build_app(runner, token: str | None = None):
     from starlette.applications import Starlette
     from starlette.middleware import Middleware
-    from starlette.middleware.base import BaseHTTPMiddleware
     from starlette.responses import JSONResponse, Response, StreamingResponse
     from starlette.routing import Route
 
@@ -93,6 +92,7 @@ def build_app(runner, token: str | None = None):
             await asyncio.wait([answer], timeout=DISCONNECT_POLL_S)
             if not answer.done() and await request.is_disconnected():
                 job.gone.set()
+                answer.add_done_callback(lambda f: f.cancelled() or f.exception())  # nobody reads it: no warning
                 return Response(status_code=499)
         done = answer.result()
         if not req.stream:
@@ -115,13 +115,22 @@ def build_app(runner, token: str | None = None):
     async def status(request):
         return runner.status()
 
-    class Auth(BaseHTTPMiddleware):
-        async def dispatch(self, request, call_next):
-            given = request.headers.get("authorization", "")
-            if token is not None and not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
-                return error(ServeError(401, "a valid token is required: send Authorization: Bearer <token>",
-                                        "authentication_error"))
-            return await call_next(request)
+    class Auth:
+        """The token check, as plain ASGI: Starlette's BaseHTTPMiddleware wraps `receive`, and a request
+        behind it never hears that its client disconnected (request.is_disconnected stays false)."""
+
+        def __init__(self, app):
+            self.app = app
+
+        async def __call__(self, scope, receive, send):
+            if scope["type"] == "http" and token is not None:
+                given = dict(scope.get("headers") or []).get(b"authorization", b"")
+                if not hmac.compare_digest(given, f"Bearer {token}".encode()):
+                    response = error(ServeError(401, "a valid token is required: send Authorization: Bearer <token>",
+                                                "authentication_error"))
+                    await response(scope, receive, send)
+                    return
+            await self.app(scope, receive, send)
 
     async def not_found(request, exc):
         return error(ServeError(404, f"no route {request.method} {request.url.path}"))
