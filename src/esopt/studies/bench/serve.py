@@ -8,10 +8,12 @@ request to the last reward. In-process: `esopt train` with the same config and l
 time to play a generation (rollout, perturb and restore). Per setting: requests/s, completion tokens/s, mean request
 latency, episodes/s, and episodes/s over the in-process rollout's median.
 RESULT lines: serve_requests_per_s_c<N>, serve_tokens_per_s_c<N>, serve_latency_s_c<N>,
-serve_over_inprocess_episodes_per_s_c<N> for each N, inprocess_episodes_per_s and serve_peak_rss_mb.
+serve_over_inprocess_episodes_per_s_c<N> for each N, inprocess_episodes_per_s, serve_peak_rss_mb and
+serve_rss_growth_mb (the peak over the process's memory when the served run began).
 Hostile section (--hostile N, default 2; 0 leaves it out): the same generations served again while N
 threads attack the server (studies/bench/hostile.py); serve_hostile_over_clean_episodes_per_s_c<N> (the
-honest clients' episodes/s under attack over clean, goal >= 0.8) and serve_hostile_peak_rss_mb.
+honest clients' episodes/s under attack over clean, goal >= 0.8), serve_hostile_peak_rss_mb and
+serve_hostile_rss_growth_mb.
 """
 from __future__ import annotations
 
@@ -96,10 +98,12 @@ def play_s(metrics: dict) -> float:
 
 
 class PeakRSS:
-    """The largest resident memory of this process while the block runs (sampled every 50 ms), in MB."""
+    """The resident memory of this process when the block starts and its largest while it runs (sampled every
+    50 ms), in MB."""
 
     def __enter__(self):
-        self.peak, self.done = rss_mb(), threading.Event()
+        self.start = self.peak = rss_mb()
+        self.done = threading.Event()
         self.thread = threading.Thread(target=self._sample, daemon=True)
         self.thread.start()
         return self
@@ -118,9 +122,9 @@ def rss_mb() -> float:
         return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
 
 
-def _served(config: str, base: list[str], name: str, cfg, clients, hostile: int = 0) -> tuple[list, float, dict]:
+def _served(config: str, base: list[str], name: str, cfg, clients, hostile: int = 0) -> tuple[list, PeakRSS, dict]:
     """One served run played by the clients (and `hostile` attacking threads, studies/bench/hostile.py):
-    its rows, the peak resident MB while it ran, and the attackers' answers."""
+    its rows, its resident memory (at the start and the peak), and the attackers' answers."""
     from ...serve.command import serve
     from .hostile import Hostile
 
@@ -160,7 +164,7 @@ def _served(config: str, base: list[str], name: str, cfg, clients, hostile: int 
     for row, m in zip(rows, lines):  # how the server batched them (serve/runner.py)
         row.update({k: m[k] for k in ("served_batches", "served_rows_per_batch", "served_switches", "served_switch_s",
                                       "served_decode_s") if k in m})
-    return rows, peak.peak, attacks
+    return rows, peak, attacks
 
 
 def main(config: str, overrides: list[str], out: str, clients=DEFAULT_CLIENTS, hostile: int = 2) -> dict:
@@ -182,7 +186,8 @@ def main(config: str, overrides: list[str], out: str, clients=DEFAULT_CLIENTS, h
              if m.get("kind") == "train"]
     episodes = rows[0]["episodes"]
     inprocess = episodes / median(play_s(m) for m in local)
-    results = {"inprocess_episodes_per_s": inprocess, "serve_peak_rss_mb": peak}
+    results = {"inprocess_episodes_per_s": inprocess, "serve_peak_rss_mb": peak.peak,
+               "serve_rss_growth_mb": peak.peak - peak.start}
     for r in rows:
         n = r["clients"]
         results[f"serve_requests_per_s_c{n}"] = r["requests"] / r["seconds"]
@@ -193,7 +198,9 @@ def main(config: str, overrides: list[str], out: str, clients=DEFAULT_CLIENTS, h
     if hostile:  # the same clients again, with attackers beside them
         print(f"[bench serve] the same generations with {hostile} hostile clients beside them", flush=True)
         under, hostile_peak, attacks = _served(config, base, "hostile", cfg, clients, hostile)
-        results["serve_hostile_peak_rss_mb"] = hostile_peak
+        # the process ran the clean and the in-process runs before: the growth during this run is its own
+        results["serve_hostile_peak_rss_mb"] = hostile_peak.peak
+        results["serve_hostile_rss_growth_mb"] = hostile_peak.peak - hostile_peak.start
         for clean, r in zip(rows, under):
             results[f"serve_hostile_over_clean_episodes_per_s_c{r['clients']}"] = clean["seconds"] / r["seconds"]
         extra = {"hostile": under, "hostile_threads": hostile, "attacks": attacks}
