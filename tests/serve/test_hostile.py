@@ -75,8 +75,10 @@ def test_honest_generations_survive_hostile_clients_and_sigterm_stops_the_server
     out = proc.stdout.read()
     assert "Traceback" not in out, out
     played = generations(run)
-    assert played == alone[: len(played)] and len(played) >= 2  # as if nobody else had been there
+    assert played == alone[: len(played)] and len(played) >= 2, (played, alone)  # as if nobody else were there
     assert peak[0] - baseline < 400, (baseline, peak)  # MB: nothing a hostile client sent was kept
-    assert set(counts["oversized_body"]) == {"413"} and set(counts["huge_max_tokens"]) == {"400"}, counts
+    # refused: 413, or the connection closed on a client still sending its 2 MB (the refusal came first)
+    assert "413" in counts["oversized_body"] and set(counts["oversized_body"]) <= {"413", "reset"}, counts
+    assert set(counts["huge_max_tokens"]) == {"400"}, counts
     assert set(counts["long_prompt"]) == {"400"} and set(counts["bad_rewards"]) <= {"404", "409"}, counts
     assert set(counts["disconnect"]) <= {"gave_up", "ConnectError"} and counts["slow_body"], counts

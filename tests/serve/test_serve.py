@@ -621,5 +621,6 @@ def test_bench_serve_times_concurrent_clients_against_the_in_process_rollout(eso
     assert [r["clients"] for r in data["hostile"]] == [1, 4] and data["hostile_threads"] == 2
     assert res["serve_hostile_over_clean_episodes_per_s_c4"] > 0 and res["serve_hostile_peak_rss_mb"] > 0
     assert 0 <= res["serve_hostile_rss_growth_mb"] <= res["serve_hostile_peak_rss_mb"]
-    assert set(data["attacks"]["oversized_body"]) == {"413"} and set(data["attacks"]["huge_max_tokens"]) == {"400"}
+    assert set(data["attacks"]["oversized_body"]) <= {"413", "reset"}
+    assert set(data["attacks"]["huge_max_tokens"]) == {"400"}
     assert capsys.readouterr().out.strip().splitlines()[-1].startswith("RESULT serve_")

@@ -73,9 +73,16 @@ class Hostile:
     def _chat(self, **fields) -> dict:
         return {"model": "center", "messages": [{"role": "user", "content": "hi"}], **fields}
 
-    def oversized_body(self, http) -> int:
+    def oversized_body(self, http) -> int | str:
+        """413; or "reset" when the server's refusal closed the connection before the client had sent it all."""
+        import httpx
+
         body = json.dumps(self._chat(messages=[{"role": "user", "content": "x" * self.body_bytes}])).encode()
-        return http.post("/v1/chat/completions", content=body, headers={"content-type": "application/json"}).status_code
+        try:
+            return http.post("/v1/chat/completions", content=body,
+                             headers={"content-type": "application/json"}).status_code
+        except (httpx.WriteError, httpx.ReadError, httpx.RemoteProtocolError):
+            return "reset"
 
     def huge_max_tokens(self, http) -> int:
         return http.post("/v1/chat/completions", json=self._chat(max_tokens=1_000_000)).status_code
