@@ -11,19 +11,12 @@ import pytest
 from esopt.cli import COMMANDS, main
 
 
-def test_bare_train_prints_usage_and_runs_nothing(tmp_path, capsys, monkeypatch):
+@pytest.mark.parametrize("command", ["train", "serve"])
+def test_a_bare_command_prints_usage_and_runs_nothing(tmp_path, capsys, monkeypatch, command):
     monkeypatch.chdir(tmp_path)
-    assert main(["train"]) == 2
+    assert main([command]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("usage: esopt train") and "train needs a config file" in err
-    assert not list(tmp_path.iterdir())
-
-
-def test_bare_serve_prints_usage_and_runs_nothing(tmp_path, capsys, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    assert main(["serve"]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith("usage: esopt serve") and "serve needs a config file" in err
+    assert err.startswith(f"usage: esopt {command}") and f"{command} needs a config file" in err
     assert not list(tmp_path.iterdir())
 
 

@@ -301,7 +301,6 @@ class ServeRunner(LocalRunner):
                 if k >= len(gen.members):
                     raise ServeError(404, f"unknown model {req.model!r}: generation {gen.t} has members 0 to "
                                           f"{len(gen.members) - 1}")
-            self.limits.check_chat(req)  # checked before it waits in the queue
             job = _Job("chat", req, None if gen is None else gen.t)
             job.deadline = job.since + self.limits.timeout_s
         self.jobs.put(job)
@@ -511,7 +510,7 @@ class ServeRunner(LocalRunner):
         """Requests with equal keys decode in one batch: same weights (the member, or any member as rows
         with low-rank noise) and the same decoding settings."""
         r, who = job.request, member_index(job.request.model)
-        return ("rows" if self._rows() and who is not None else who, r.temperature, r.top_p, self._max_new(r),
+        return ("rows" if self._rows() and who is not None else who, r.temperature, r.top_p, self.limits.reply_tokens(r),
                 tuple(r.stops()), r.ignore_eos)
 
     def _answer(self, gen: Generation, weights: contextlib.ExitStack, current: list):
@@ -575,9 +574,6 @@ class ServeRunner(LocalRunner):
         """Drop the keys/values a sliced chat kept."""
         if job.parts is not None and self.turns is not None:
             self.turns.drop([(id(job), i) for i in range(len(job.parts))])
-
-    def _max_new(self, r: ChatRequest) -> int:
-        return r.max_completion_tokens or r.max_tokens or self.trainer.cfg.agent.max_new_tokens
 
     def _decode(self, gen: Generation, jobs: list[_Job], key: tuple, weights: contextlib.ExitStack,
                 current: list) -> None:
@@ -683,13 +679,7 @@ class ServeRunner(LocalRunner):
         key = t if tr.cfg.tasks.fresh_each_generation else 0
         out = [{"index": j, "seed": derive_seed("serve-task", tr.cfg.run.seed, key, j)}
                for j in range(self.episodes_per_member)]
-        try:
-            _, ids, _ = tr.tasks.train(self.episodes_per_member, t)
-        except Exception:  # an env esopt cannot build here: the harness has its own tasks
-            return out
-        for row, task in zip(out, ids):
-            row["task"] = task
-        return out
+        return _with_task_ids(out, lambda: tr.tasks.train(self.episodes_per_member, t))
 
     def _eval_tasks(self, split: str, n: int) -> list[dict]:
         """Per evaluation episode: a seed the harness picks its task by (the same at every evaluation of the
@@ -697,13 +687,7 @@ class ServeRunner(LocalRunner):
         tr = self.trainer
         out = [{"index": j, "split": split, "seed": derive_seed("serve-eval", tr.cfg.run.seed, split, j)}
                for j in range(n)]
-        try:
-            _, ids, _ = getattr(tr.tasks, split)()
-        except Exception:  # an env esopt cannot build here: the harness has its own tasks
-            return out
-        for row, task in zip(out, ids):
-            row["task"] = task
-        return out
+        return _with_task_ids(out, getattr(tr.tasks, split))
 
     def _persist(self, name: str, line: dict) -> None:
         folder = self.trainer.run.path / "serve"
@@ -736,3 +720,15 @@ class ServeRunner(LocalRunner):
                 return
             if not job.future.done():
                 job.future.set_exception(error)
+
+
+def _with_task_ids(rows: list[dict], split) -> list[dict]:
+    """rows with esopt's task id of each episode, from split() -> (envs, ids, observations), where the config's
+    env has a task source here; as they are where it has none (the harness has its own tasks)."""
+    try:
+        _, ids, _ = split()
+    except Exception:  # an env esopt cannot build here
+        return rows
+    for row, task in zip(rows, ids):
+        row["task"] = task
+    return rows
