@@ -22,6 +22,8 @@ from .protocol import ChatRequest, FinishPost, RewardPost, ServeError, chunks, p
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 DISCONNECT_POLL_S = 0.25  # how often a waiting chat request looks whether its client is still there
+# on stop, requests still being read or answered (a slow or hostile client's) get this long, then are cut off
+SHUTDOWN_S = 2.0
 
 
 def needs_token(host: str) -> bool:
@@ -163,7 +165,7 @@ class Server:
         import uvicorn
 
         config = uvicorn.Config(build_app(runner, self.token), host=self.host, port=self.port, log_level="warning",
-                                access_log=False, lifespan="off")
+                                access_log=False, lifespan="off", timeout_graceful_shutdown=SHUTDOWN_S)
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, name="esopt-serve", daemon=True)
         self.thread.start()
