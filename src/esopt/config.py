@@ -8,6 +8,7 @@ and what is allowed.
 from __future__ import annotations
 
 import difflib
+import sys
 from pathlib import Path
 from typing import Any, Literal, Union
 
@@ -423,6 +424,25 @@ def read_config_tree(path: str | Path) -> dict:
 
 
 ENV_KEYS = ("id", "max_turns")  # the env section's own keys; every other key is the env's option
+AGENT_CONTEXT = ("system_prompt", "examples")  # what the agent is told about its task: written for one env
+_NOTICES: set[str] = set()  # said once per process (bench commands load a config many times)
+
+
+def _switch_env(tree: dict, path, new_id: str, given: set[str]) -> str | None:
+    """Another env on the command line than the file's: the file's env options and the agent context
+    (system prompt, examples) were written for the file's env, so they are dropped, the context with
+    a notice (returned, said once the config is valid); what the command line gives itself stays."""
+    env = tree["env"]
+    old_id = env.get("id", "sudoku")
+    tree["env"] = {k: v for k, v in env.items() if k in ENV_KEYS}
+    agent = tree.get("agent")
+    dropped = [k for k in AGENT_CONTEXT if isinstance(agent, dict) and agent.get(k) and f"agent.{k}" not in given]
+    for k in dropped:
+        del agent[k]
+    notice = (f"[esopt] env.id={new_id} replaces {path}'s env ({old_id}): its "
+              f"{' and '.join('agent.' + k for k in dropped)}, written for {old_id}, {'are' if len(dropped) > 1 else 'is'} dropped "
+              f"(set {'them' if len(dropped) > 1 else 'it'} on the command line to keep {'them' if len(dropped) > 1 else 'it'})")
+    return notice if dropped else None
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:
@@ -430,12 +450,16 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     parsed = [parse_override(item) for item in overrides or []]
     new_id = [v for k, v in parsed if k == "env.id"]
     env = tree.get("env")
+    notice = None
     if new_id and isinstance(env, dict) and new_id[-1] != env.get("id", "sudoku"):
-        # another env on the command line: the file's env options were the file's env's
-        tree["env"] = {k: v for k, v in env.items() if k in ENV_KEYS}
+        notice = _switch_env(tree, path, new_id[-1], {k for k, _ in parsed})
     for key, value in parsed:
         set_dotted(tree, key, value)
-    return build_config(tree)
+    cfg = build_config(tree)  # a config refused stays one line: the notice follows a valid one only
+    if notice and notice not in _NOTICES:
+        _NOTICES.add(notice)
+        print(notice, file=sys.stderr, flush=True)
+    return cfg
 
 
 def dump_config(cfg: Config) -> str:

@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import TINY_OVERRIDES
 
 from esopt.cli import main
@@ -33,7 +34,16 @@ CASES = {
     "grpo": ["--algo", "grpo", "grpo.steps=2", "grpo.puzzles_per_step=2", "grpo.group_size=2", "grpo.lr=1e-3",
              "agent.sampling.temperature=1.0"],
 }
+# the demo file's Sudoku system prompt, given on the command line: a switched env.id drops the file's
+# (issue 41), and the records were written with it (and TINY_OVERRIDES' agent.examples=[])
+_DEMO_PROMPT = yaml.safe_load((HERE.parents[1] / "configs/demo.yaml").read_text())["agent"]["system_prompt"]
+COMMON += [f"agent.system_prompt={json.dumps(_DEMO_PROMPT)}"]
 TIMING = ("seconds", "time", "wall")
+# backpropagation: the last bits of its weights differ between CPUs (kernels of other instruction sets sum in
+# other orders; ATEN_CPU_CAPABILITY=avx2 on an AVX-512 machine moves a tensor's sum by 1.9e-6 relative and
+# changes the hash), so its final weights are compared per tensor (sum, sum of |w|) to 1e-4, not by their hash;
+# grpo.lr 1.1e-3 instead of 1e-3 moves one by 1.0e-3 relative, with the same trajectories
+TOLERANT = {"grpo"}
 
 
 def untimed(value):
@@ -63,6 +73,12 @@ def outcome(run: Path) -> dict:
     out["train"] = [{k: m[k] for k in ("generation", "reward_mean", "reward_max", "reward_min", "episodes")}
                     for m in metrics if m.get("kind") == "train"]
     out["weights_hash"] = json.loads((run / "summary.json").read_text())["weights_hash"]
+    saved = run / "checkpoint" / "model.safetensors"  # GRPO's weights (ES keeps seeds and hashes)
+    if saved.exists():
+        from safetensors.torch import load_file
+
+        out["weights_digest"] = {k: [float(v.double().sum()), float(v.double().abs().sum())]
+                                 for k, v in sorted(load_file(saved).items())}
     return out
 
 
@@ -93,4 +109,10 @@ def test_the_records_of_before_the_restructuring(esopt_cache, tmp_path, golden_e
     want = recorded(case)
     if "history" in want:
         assert want["history"][-1]["weights_hash"] != want["meta"]["base_weights_hash"]  # real updates happened
+    if case in TOLERANT:
+        digest, wanted = got.pop("weights_digest"), want.pop("weights_digest")
+        assert sorted(digest) == sorted(wanted)
+        assert [x for k in sorted(digest) for x in digest[k]] == \
+            pytest.approx([x for k in sorted(wanted) for x in wanted[k]], rel=1e-4, abs=1e-6)
+        got.pop("weights_hash"), want.pop("weights_hash")
     assert got == want

@@ -79,3 +79,19 @@ def test_a_resume_at_its_budget_completes_the_last_evaluation_in_one_line(esopt_
     assert "validation after 1 generations" in out and "recorded before the resume, not played again" in out, out
     at1 = [e for e in evals(run) if e["generation"] == 1]
     assert len(at1) == 1 and {"validation_reward", "heldout_reward"} <= set(at1[0]), at1
+
+
+def test_a_resume_checks_the_record_once(esopt_cache, tmp_path, capsys, monkeypatch):
+    """`train --resume` of a finished run (asking for more) and of an unfinished one: the config.yaml against
+    the record, once each (the finished-run check and the resume shared it; issue 41 item 9)."""
+    import esopt.train.session as session
+
+    run = tmp_path / "r"
+    assert main(["train", "configs/demo.yaml", *TINY_OVERRIDES, "es.generations=1", f"run.out_dir={tmp_path}",
+                 "run.name=r"]) == 0
+    calls, real = [], session.check_record
+    monkeypatch.setattr(session, "check_record", lambda *a, **k: (calls.append(a[0]), real(*a, **k)))
+    assert main(["train", "--resume", str(run), "es.generations=2"]) == 0  # finished: one more generation
+    assert main(["train", "--resume", str(run), "es.generations=2"]) == 0  # finished, nothing asked: its summary
+    assert len(calls) == 2, calls
+    assert len(json.loads((run / "history.json").read_text())["generations"]) == 2

@@ -36,7 +36,7 @@ def every_file_is_strict_json(run: Path) -> int:
 
 def args(tmp_path, env: str, *extra):
     return ["train", "configs/demo.yaml", *TINY_OVERRIDES, "es.generations=2", f"env.id=misbehaving_envs:{env}",
-            "tasks.heldout=4", *extra, f"run.out_dir={tmp_path}", "run.name=r"]
+            "tasks.heldout=4", "agent.system_prompt=", *extra, f"run.out_dir={tmp_path}", "run.name=r"]
 
 
 def test_some_nan_rewards_are_failed_episodes_counted_on_every_line(esopt_cache, tmp_path, capsys, monkeypatch):
@@ -109,3 +109,29 @@ def test_options_a_kwargs_factory_does_not_name_are_warned_about_in_one_line(eso
     err = [x for x in capsys.readouterr().err.splitlines() if x.startswith("[esopt] warning")]
     assert err == ["[esopt] warning: env.options not in TakesAnything's signature (it takes **kwargs, so nothing "
                    "checks them): colour"], err
+
+
+def test_export_checks_the_env_before_the_weights_and_report_needs_none(esopt_cache, tmp_path, capsys, monkeypatch):
+    """A run whose env module is gone from here: export refuses in one line naming it before any model
+    loads (as train and eval do); report draws its episodes as plain turn tables."""
+    monkeypatch.syspath_prepend(str(HERE))
+    assert main(args(tmp_path, "NanSometimes", "es.generations=1")) == 0
+    import sys
+
+    import esopt.envs.spec as spec
+    import esopt.models as models
+
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p != str(HERE)])
+    monkeypatch.delitem(sys.modules, "misbehaving_envs")
+    monkeypatch.setattr(spec, "_SPECS", {k: v for k, v in spec._SPECS.items() if not k.startswith("misbehaving")})
+    monkeypatch.chdir(tmp_path)  # the console's folder is searched too
+
+    def never(*a, **k):
+        raise AssertionError("the model was loaded before the env was checked")
+
+    monkeypatch.setattr(models, "load_model", never)
+    capsys.readouterr()
+    assert main(["export", str(tmp_path / "r"), str(tmp_path / "hf")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot import misbehaving_envs" in err and not (tmp_path / "hf").exists()
+    assert main(["report", str(tmp_path / "r")]) == 0

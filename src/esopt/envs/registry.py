@@ -21,7 +21,8 @@ def register(name: str, factory: EnvFactory | EnvSpec, *, overwrite: bool = Fals
     """
     if not callable(factory) and not isinstance(factory, EnvSpec):
         raise ValueError(f"factory for environment {name!r} is not callable")
-    register_spec(factory if isinstance(factory, EnvSpec) else spec_of(factory, name), name, overwrite=overwrite)
+    register_spec(factory if isinstance(factory, EnvSpec) else spec_of(factory, name), name, overwrite=overwrite,
+                  given=factory)
 
 
 def list_envs() -> list[str]:

@@ -247,11 +247,14 @@ class SeedTasks:
 # -- the registry ----------------------------------------------------------------------------
 
 _SPECS: dict[str, EnvSpec | str] = {}  # id -> spec, or "module:attr" of one (imported on first use)
+_IN_PROCESS: dict[str, Any] = {}  # ids registered with an object, not a path: this process's own
 _EXTRA_PATHS_VAR = "ESOPT_ENV_PATH"  # os.pathsep-separated folders to import user envs from (Ray workers)
 
 
-def register_spec(spec: EnvSpec | str, env_id: str | None = None, *, overwrite: bool = False) -> None:
-    """Register a spec (or the ``module:attr`` path of one, imported when first resolved)."""
+def register_spec(spec: EnvSpec | str, env_id: str | None = None, *, overwrite: bool = False,
+                  given: Any = None) -> None:
+    """Register a spec (or the ``module:attr`` path of one, imported when first resolved). ``given``:
+    the object the user registered, when the spec was made from it (a factory; esopt.envs.register)."""
     name = env_id or getattr(spec, "id", None)
     if not isinstance(name, str) or not name:
         raise ValueError("environment name must be a non-empty string")
@@ -261,6 +264,22 @@ def register_spec(spec: EnvSpec | str, env_id: str | None = None, *, overwrite: 
     if old is not None and old != spec and not overwrite:
         raise ValueError(f"environment {name!r} is already registered; pass overwrite=True to replace it")
     _SPECS[name] = spec
+    if isinstance(spec, str):
+        _IN_PROCESS.pop(name, None)
+    else:
+        _IN_PROCESS[name] = spec if given is None else given
+
+
+def in_process(env_id: str) -> Any:
+    """The object ``env_id`` was registered with in this process (a spec or a factory, by
+    register_spec or esopt.envs.register), None for ids a path, a built-in or an entry point names."""
+    return _IN_PROCESS.get(env_id)
+
+
+def known(env_id: str) -> bool:
+    """Whether this process resolves ``env_id`` without importing anything new (registered or an entry point)."""
+    _load_builtins()
+    return env_id in _SPECS or ":" in env_id or _entry_point(env_id) is not None
 
 
 def registered_ids() -> list[str]:

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import yaml
 
+from ..envs.origin import recall_run
 from ..utils.jsonl import read_jsonl
+from ..utils.settings import ConfigError
 
 RUN_FILES = ("config.yaml", "history.json", "metrics.jsonl")
 _TRAJ = re.compile(r"^(eval_)?gen(\d+)\.jsonl$")
@@ -153,6 +155,10 @@ def _read_config(run: RunData) -> None:
     if not p.exists():
         run.missing.append("config.yaml is missing: settings unknown")
         return
+    try:
+        recall_run(run.path)  # an env registered in the process that made the run: its episode views
+    except ConfigError:
+        pass  # not importable: its episodes are drawn as plain turn tables
     try:
         run.config_text = p.read_text()
         data = yaml.safe_load(run.config_text)

@@ -138,13 +138,13 @@ def evaluate_weights(run_dir=None, config=None, overrides=(), model_name: str | 
         from .rundir import RunDir
         from .weights import load_run_weights
 
-        recorded = load_config(RunDir(run_dir).config_path)
+        recorded = RunDir(run_dir).load_config()
         if recorded.serve.evaluations == "harness" and not overrides:
             raise ConfigError(f"{run_dir}'s evaluations were played by its harness (serve.evaluations=harness), on "
                               "tasks esopt cannot play: its figures are in its summary.json; to play the weights on "
                               "an env of esopt's, name it (e.g. env.id=sudoku)")
         if overrides:
-            recorded = load_config(RunDir(run_dir).config_path, list(overrides))
+            recorded = RunDir(run_dir).load_config(list(overrides))
         check_env(recorded.env, recorded.tasks, (split,))  # the env, before seconds of loading and replaying
         check_plays(recorded, (split,))
         model, tok, cfg, n = load_run_weights(run_dir)

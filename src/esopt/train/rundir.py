@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 
 from ..config import Config, dump_config, load_config
+from ..envs.origin import FILE as ORIGIN_FILE
+from ..envs.origin import origin, recall_run, unreachable_notice
 from ..es.history import History, RunFolderError, atomic_write_text
 from ..utils.jsonl import read_jsonl, strict_dumps
 
@@ -42,8 +44,18 @@ class RunDir:
             run.unlock()
             raise FileExistsError(f"run folder {path} already holds a run: use --resume {path} or another run.name")
         atomic_write_text(path / "config.yaml", dump_config(cfg))
+        run._record_env(cfg.env.id)
         run.use_config(cfg)
         return run
+
+    def _record_env(self, env_id: str) -> None:
+        """An env registered in this process: where other processes find it (RUN/env.json, envs/origin.py)."""
+        record = origin(env_id)
+        if record is None:
+            return
+        atomic_write_text(self.path / ORIGIN_FILE, strict_dumps(record) + "\n")
+        if record["import"] is None:
+            print(unreachable_notice(record), file=sys.stderr, flush=True)
 
     def use_config(self, cfg: Config) -> None:
         """The config this process runs under: its log section chooses where records go besides metrics.jsonl."""
@@ -96,6 +108,7 @@ class RunDir:
     def load_config(self, overrides=None) -> Config:
         if not self.config_path.exists():
             raise FileNotFoundError(f"{self.path} is not an esopt run folder (no config.yaml)")
+        recall_run(self.path)  # an env registered in the process that made the run: found again
         return load_config(self.config_path, overrides)
 
     def history(self, meta: dict | None = None) -> History:

@@ -92,17 +92,24 @@ def start(cfg: Config, runner=None, log=print, **options) -> Session:
     return Session(run, cfg, algo, trainer, 0)
 
 
-def resume(path: str | Path, overrides=(), algo_name: str | None = None, runner=None,
-           strict: bool = False) -> Session:
-    """The run at `path` continued: overrides checked against what its record fixes, its record
-    replayed and verified under the writer lock; overrides given are kept in its config.yaml."""
-    run = RunDir(Path(path))
+def checked_config(run: RunDir) -> Config:
+    """The run's own config.yaml, refused (one line) where it disagrees with what its record wrote down."""
     own = run.load_config()
-    check_record(run.path, lambda key: get_key(own, key))  # config.yaml agrees with what the history recorded
+    check_record(run.path, lambda key: get_key(own, key))
+    return own
+
+
+def resume(path: str | Path, overrides=(), algo_name: str | None = None, runner=None,
+           strict: bool = False, own: Config | None = None) -> Session:
+    """The run at `path` continued: overrides checked against what its record fixes, its record
+    replayed and verified under the writer lock; overrides given are kept in its config.yaml.
+    own: its config.yaml, checked against its record already (checked_config)."""
+    run = RunDir(Path(path))
+    own = own or checked_config(run)  # config.yaml agrees with what the history recorded
     cfg = run.load_config(list(overrides))
     if strict:
         algorithm(cfg.algo).check_overrides(overrides)
-    algorithm(cfg.algo).extend(run.load_config(), cfg)
+    algorithm(cfg.algo).extend(own, cfg)
     if algo_name and algo_name != cfg.algo:
         raise ConfigError(f"{path} is a {cfg.algo} run; --algo {algo_name} cannot resume it")
     algo = algorithm(cfg.algo)
@@ -124,14 +131,13 @@ def resume(path: str | Path, overrides=(), algo_name: str | None = None, runner=
     return Session(run, cfg, algo, trainer, begin)
 
 
-def finished(path: str | Path, overrides=(), log=print) -> dict | None:
+def finished(path: str | Path, overrides=(), log=print, own: Config | None = None) -> dict | None:
     """The summary of the run at `path` if it is finished and the overrides ask for no more updates
-    (nothing is loaded, evaluated or written then), else None."""
+    (nothing is loaded, evaluated or written then), else None. own: as resume's."""
     run = RunDir(Path(path))
     if not (run.path / "summary.json").exists() or not run.config_path.exists():
         return None
-    own = run.load_config()
-    check_record(run.path, lambda key: get_key(own, key))
+    own = own or checked_config(run)
     cfg = run.load_config(list(overrides))
     algo = algorithm(cfg.algo)
     if not algo.resumable:
@@ -171,6 +177,7 @@ def train(config: str | Path | Config | None = None, overrides=(), *, resume_dir
     strict (the command line): another algorithm's budget key given without this one's is refused.
     runner: where members are played, if not here or on Ray (esopt serve: by an HTTP client)."""
     on_ray = workers is not None or address is not None
+    own = None  # a resumed run's config.yaml, checked against its record once
     if resume_dir is None:
         cfg = config if isinstance(config, Config) else load_config(
             config, list(overrides) + ([f"algo={algo_name}"] if algo_name else []))
@@ -181,13 +188,14 @@ def train(config: str | Path | Config | None = None, overrides=(), *, resume_dir
     elif config is not None:
         raise ConfigError("a resumed run takes its own config; pass no config file with --resume")
     else:
-        summary = finished(resume_dir, overrides)
+        own = checked_config(RunDir(Path(resume_dir)))  # once: finished and resume take it as checked
+        summary = finished(resume_dir, overrides, own=own)
         if summary is not None:
             return summary
     session = None
     try:
         runner = runner or make_runner(workers, address)
-        session = (resume(resume_dir, overrides, algo_name, runner, strict) if resume_dir is not None
+        session = (resume(resume_dir, overrides, algo_name, runner, strict, own=own) if resume_dir is not None
                    else start(cfg, runner, **options))
         try:
             with stop_on_signals():
