@@ -439,10 +439,12 @@ def _switch_env(tree: dict, path, new_id: str, given: set[str]) -> str | None:
     dropped = [k for k in AGENT_CONTEXT if isinstance(agent, dict) and agent.get(k) and f"agent.{k}" not in given]
     for k in dropped:
         del agent[k]
-    notice = (f"[esopt] env.id={new_id} replaces {path}'s env ({old_id}): its "
-              f"{' and '.join('agent.' + k for k in dropped)}, written for {old_id}, {'are' if len(dropped) > 1 else 'is'} dropped "
-              f"(set {'them' if len(dropped) > 1 else 'it'} on the command line to keep {'them' if len(dropped) > 1 else 'it'})")
-    return notice if dropped else None
+    if not dropped:
+        return None
+    are, them = ("are", "them") if len(dropped) > 1 else ("is", "it")
+    return (f"[esopt] env.id={new_id} replaces {path}'s env ({old_id}): its "
+            f"{' and '.join('agent.' + k for k in dropped)}, written for {old_id}, {are} dropped "
+            f"(set {them} on the command line to keep {them})")
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:
