@@ -156,6 +156,10 @@ def partial(completion, answer, **_):  # dict form: the episode's reward is its 
     return {"reward": score, "feedback": None if score == 1.0 else "closer", "done": completion == "stop"}
 
 
+def silent(completion, **_):  # forgot its return
+    completion.strip()
+
+
 def boom(completion, **_):
     if completion == "crash":
         raise ZeroDivisionError("bad row")
@@ -308,3 +312,23 @@ def test_train_and_eval_cli(esopt_cache, tmp_path, capsys, monkeypatch):
     assert main(["train", "configs/dataset.yaml", *TINY_OVERRIDES, f"run.out_dir={tmp_path}", "run.name=bad",
                  "tasks.heldout=51"]) == 2
     assert "tasks.heldout=51 but the heldout split" in capsys.readouterr().err
+
+
+def test_a_reward_function_that_returns_none_is_one_line_before_any_run_folder(esopt_cache, tmp_path, capsys,
+                                                                                monkeypatch):
+    """The preflight plays one row with an empty reply: a reward function that returns None is named in one
+    line (what it returned, what a reward is), and nothing is written."""
+    from conftest import TINY_OVERRIDES
+
+    from esopt.cli import main
+
+    mod = tmp_path / "myrewards.py"
+    mod.write_text(REWARDS)
+    monkeypatch.chdir(ROOT)
+    out = tmp_path / "runs"
+    assert main(["train", "configs/dataset.yaml", *TINY_OVERRIDES, f"env.options.reward={mod}:silent",
+                 f"run.out_dir={out}", "run.name=bad"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("esopt: error: env.id=dataset (train split): step('')"), err
+    assert "returned None" in err and "Traceback" not in err, err
+    assert not out.exists()

@@ -171,6 +171,24 @@ def test_local_word_list_is_used_without_download(tmp_path, monkeypatch):
     assert "Wordle" in obs and "3-letter" in obs
 
 
+@pytest.mark.parametrize("task, make_kwargs, n", [
+    (GUESS, {}, 10), (GUESS, {"max_number": 40}, 40), ("game:Mastermind-v0-easy", {}, 30),
+    ("game:Mastermind-v0-easy", {"duplicate_numbers": True}, 36), ("game:GuessTheNumber-v0-random", {}, None)])
+def test_games_with_few_distinct_tasks_say_so(task, make_kwargs, n):
+    """GEM's small games declare how many different games they have; configs/gem.yaml's splits (128 held-out,
+    64 validation) cannot all differ among 10, and the preflight says so in one line."""
+    assert resolve("gem").task_count(env_cfg(task=task, make_kwargs=make_kwargs)) == n
+    from esopt.train.preflight import overlap_warning
+
+    cfg = load_config(ROOT / "configs" / "gem.yaml")
+    assert overlap_warning(cfg) == (f"[esopt] warning: env.id=gem has 10 distinct tasks under these options, fewer "
+                                    "than the splits ask for (held-out 128 + validation 64 + the training tasks): they "
+                                    "must share tasks, so held-out reward partly measures tasks trained on")
+    assert overlap_warning(cfg, ("heldout",)) == ("[esopt] warning: env.id=gem has 10 distinct tasks under these "
+                                                  "options, fewer than the splits ask for (held-out 128): they must "
+                                                  "share tasks, so the same tasks count more than once")
+
+
 def test_train_and_eval_cli(esopt_cache, tmp_path, capsys, monkeypatch):
     from conftest import TINY_OVERRIDES
 

@@ -53,3 +53,17 @@ class TakesAnything(NanSometimes):
 
     def __init__(self, every: int = 2, **kwargs):
         super().__init__(every)
+
+
+class FewTasks(NanSometimes):
+    """Six different tasks whatever the seed (a class attribute declares it): splits larger than that share tasks."""
+
+    distinct_tasks = 6
+
+
+class TasksByOption(NanSometimes):
+    """As many different tasks as its `every` option says (declared as a function of the options)."""
+
+    @staticmethod
+    def distinct_tasks(every: int = 2, **_):
+        return every

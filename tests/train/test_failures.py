@@ -111,6 +111,29 @@ def test_options_a_kwargs_factory_does_not_name_are_warned_about_in_one_line(eso
                    "checks them): colour"], err
 
 
+@pytest.mark.parametrize("env, extra, line", [
+    ("FewTasks", ["tasks.validation=2"], "[esopt] warning: env.id=misbehaving_envs:FewTasks has 6 distinct tasks under "
+     "these options, fewer than the splits ask for (held-out 4 + validation 2 + the training tasks): they must share "
+     "tasks, so held-out reward partly measures tasks trained on"),
+    ("FewTasks", [], None),  # 4 held-out + training fit in 6
+    ("TasksByOption", ["env.options.every=4"], "has 4 distinct tasks under these options"),
+    ("TasksByOption", ["env.options.every=9"], None)])
+def test_splits_that_must_share_tasks_are_warned_about_at_start(esopt_cache, tmp_path, capsys, monkeypatch, env, extra,
+                                                                line):
+    """An env that declares how many distinct tasks it has (distinct_tasks: an int, or a function of its options)
+    gets one line at start when held-out, validation and training cannot all be different tasks."""
+    monkeypatch.syspath_prepend(str(HERE))
+    assert main(args(tmp_path, env, "es.generations=1", *extra)) == 0
+    err = [x for x in capsys.readouterr().err.splitlines() if x.startswith("[esopt] warning")]
+    if line is None:
+        assert err == [], err
+    else:
+        assert len(err) == 1 and line in err[0], err
+    capsys.readouterr()
+    assert main(["eval", "--run", str(tmp_path / "r")]) == 0  # eval plays held-out only: 4 tasks fit in any of these
+    assert not [x for x in capsys.readouterr().err.splitlines() if x.startswith("[esopt] warning")]
+
+
 def test_export_checks_the_env_before_the_weights_and_report_needs_none(esopt_cache, tmp_path, capsys, monkeypatch):
     """A run whose env module is gone from here: export refuses in one line naming it before any model
     loads (as train and eval do); report draws its episodes as plain turn tables."""

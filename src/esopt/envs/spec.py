@@ -67,6 +67,9 @@ class EnvSpec:
     # env.options keys (dotted) that say how episodes are played, not which: they may change on resume and
     # are left out of the task set a run's record keeps (esopt.train.resume_check.task_set)
     run_options: tuple[str, ...] = ()
+    # distinct_tasks(env_cfg): how many different tasks the env has under these options (None: unknown, or too
+    # many to matter); the preflight warns when the splits asked for must share tasks (train/preflight.py)
+    distinct_tasks: Callable[[Any], int | None] | None = None
     description: str = ""
 
     # -- used by the harness -------------------------------------------------------------------
@@ -127,6 +130,11 @@ class EnvSpec:
 
     def live_limit(self, env_cfg) -> int | None:
         return self.max_live(env_cfg) if self.max_live else None
+
+    def task_count(self, env_cfg) -> int | None:
+        """The number of distinct tasks the env declares under env_cfg's options (None: not declared)."""
+        n = self.distinct_tasks(env_cfg) if self.distinct_tasks else None
+        return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
 
 
 class OptionsError(ValueError):
@@ -295,11 +303,22 @@ def spec_of(obj: Any, env_id: str) -> EnvSpec:
     opts = getattr(obj, "Options", None)  # a pydantic model of env.options
     render = getattr(obj, "render_episode", None)  # a function (a staticmethod on a class) episode -> HTML
     turns = getattr(obj, "max_turns", None)  # a class attribute: the env's default turn limit
+    distinct = getattr(obj, "distinct_tasks", None)  # how many different tasks reset draws: an int, or options -> int
     return EnvSpec(id=env_id, factory=obj, options=opts if isinstance(opts, type) else None,
                    renderer=render if callable(render) else None,
+                   distinct_tasks=_declared_count(distinct),
                    default_max_turns=turns if isinstance(turns, int) and not isinstance(turns, bool) and turns > 0
                    else DEFAULT_MAX_TURNS,
                    description=(inspect.getdoc(obj) or "").split("\n")[0])
+
+
+def _declared_count(distinct: Any) -> Callable[[Any], int | None] | None:
+    """A factory's ``distinct_tasks`` (an int, or a function of its options) as a spec's distinct_tasks."""
+    if isinstance(distinct, int) and not isinstance(distinct, bool):
+        return lambda _env: distinct
+    if callable(distinct):
+        return lambda env_cfg: distinct(**options_dict(env_cfg.options))
+    return None
 
 
 def import_target(path: str) -> Any:

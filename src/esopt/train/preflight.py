@@ -31,6 +31,35 @@ def warn_unchecked_options(env) -> None:
               f"{', '.join(loose)}", file=sys.stderr)
 
 
+def overlap_warning(cfg, splits=None) -> str | None:
+    """The line warning that the splits a command plays must share tasks: the env declares fewer distinct
+    tasks (EnvSpec.distinct_tasks) than held-out, validation and (when it trains) one training task need;
+    None when they fit or the env declares no count."""
+    from ..envs.spec import resolve
+
+    n = resolve(cfg.env.id).task_count(cfg.env)
+    plays = splits or ("train", "validation", "heldout")
+    asked = {"held-out": cfg.tasks.heldout if "heldout" in plays else 0,
+             "validation": cfg.tasks.validation if "validation" in plays else 0,
+             "training": 1 if "train" in plays else 0}
+    if n is None or sum(asked.values()) <= n:
+        return None
+    parts = [f"{k} {v}" if k != "training" else "the training tasks" for k, v in asked.items() if v]
+    shared = ("held-out reward partly measures tasks trained on" if asked["training"] and asked["held-out"]
+              else "the same tasks count more than once")
+    return (f"[esopt] warning: env.id={cfg.env.id} has {n} distinct tasks under these options, fewer than the "
+            f"splits ask for ({' + '.join(parts)}): they must share tasks, so {shared}")
+
+
+def warn_overlapping_tasks(cfg, splits=None) -> None:
+    """One line at start when the splits must share tasks (overlap_warning)."""
+    import sys
+
+    line = overlap_warning(cfg, splits)
+    if line:
+        print(line, file=sys.stderr)
+
+
 def check_plays(cfg, splits=None) -> None:
     """One env of each split built, reset, stepped and closed (train/smoke.py); a failure is one line."""
     from .smoke import EnvBroken, smoke_env
@@ -88,4 +117,5 @@ def check_run_config(cfg, device: bool = True, splits=None, served: bool = False
         raise ConfigError(missing)
     if not served or cfg.serve.evaluations == "esopt":  # what esopt itself will play of the env: does it play?
         check_plays(cfg, splits if not served else ("validation", "heldout"))
+    warn_overlapping_tasks(cfg, splits)
     algorithm(cfg.algo).check(cfg)  # the algorithm's own settings (ES: the context search's library)

@@ -74,7 +74,34 @@ def preflight(env_cfg) -> None:
                          f"{' '.join(str(err).split())[:300]})") from None
 
 
-SPEC = EnvSpec(id="gem", factory=gem_env, options=GemOptions, preflight=preflight,
+def distinct_games(env_cfg) -> int | None:
+    """How many different games a GEM id draws under its settings, where GEM's game has a small fixed space:
+    GuessTheNumber (max_number - min_number + 1: 10 for game:GuessTheNumber-v0-easy) and Mastermind (codes of
+    code_length from num_numbers); None for other ids, settings drawn per episode, or an id that fails to load
+    (the preflight names that)."""
+    import inspect
+    import math
+
+    from .offline import env_class, registration
+
+    o = env_cfg.options
+    try:
+        cls, entry = env_class(o.task), registration(o.task)
+        defaults = {k: p.default for k, p in inspect.signature(cls.__init__).parameters.items()
+                    if p.default is not inspect.Parameter.empty}
+    except (ValueError, TypeError):
+        return None
+    kw = {**defaults, **entry.kwargs, **o.make_kwargs}
+    ints = lambda *keys: all(isinstance(kw.get(k), int) and not isinstance(kw.get(k), bool) for k in keys)  # noqa: E731
+    if cls.__name__ == "GuessTheNumberEnv" and ints("min_number", "max_number"):
+        return max(kw["max_number"] - kw["min_number"] + 1, 1)
+    if cls.__name__ == "MastermindEnv" and ints("code_length", "num_numbers"):
+        n, k = kw["num_numbers"], kw["code_length"]
+        return n ** k if kw.get("duplicate_numbers") else math.perm(n, k) or None
+    return None
+
+
+SPEC = EnvSpec(id="gem", factory=gem_env, options=GemOptions, preflight=preflight, distinct_tasks=distinct_games,
                # GEM's games end their own episodes at their registered limit (up to 100 turns); this
                # bounds only its *-random ids, which draw a limit per episode
                default_max_turns=100, summary_keys=("task",),
