@@ -91,10 +91,18 @@ def cmd_eval(a) -> int:
 
 
 def cmd_export(a) -> int:
-    from .export import export_run
+    from .export import export_model, export_run
 
-    info = export_run(a.run_dir, a.out_dir, force=a.force)
-    print(f"[esopt] exported {info['generations']} generations of {a.run_dir} to {a.out_dir} (weights {info['weights_hash'][:12]})")
+    source = Path(a.run_dir)
+    if source.is_file() or source.suffix in (".yaml", ".yml"):  # a config: the model it names, untrained
+        info = export_model(source, a.out_dir, force=a.force, fmt=a.format, gguf_type=a.type)
+        what = f"{info['base_model']} (the model {source} names)"
+    else:
+        info = export_run(a.run_dir, a.out_dir, force=a.force, fmt=a.format, gguf_type=a.type)
+        what = f"{info['generations']} generations of {a.run_dir}"
+    where = a.out_dir if a.format == "hf" else str(Path(a.out_dir) / info["gguf"]["file"])
+    size = f", {info['gguf']['bytes'] / 2**20:.1f} MiB {a.type}" if a.format == "gguf" else ""
+    print(f"[esopt] exported {what} to {where} (weights {info['weights_hash'][:12]}{size})")
     return 0
 
 
@@ -154,8 +162,14 @@ def args_eval(e) -> None:
 
 
 def args_export(x) -> None:
-    x.add_argument("run_dir")
+    x.add_argument("run_dir", metavar="RUN_DIR|CONFIG", help="a run folder (its final weights), or a config file (the "
+                   "model it names, untrained)")
     x.add_argument("out_dir")
+    x.add_argument("--format", choices=["hf", "gguf"], default="hf",
+                   help="hf: a Hugging Face folder (default); gguf: OUT_DIR/model.gguf for llama.cpp, Ollama and LM "
+                        "Studio (Llama/SmolLM2, Qwen2, Qwen3 with a byte-level BPE tokenizer)")
+    x.add_argument("--type", choices=["f32", "f16", "q8_0"], default="f32",
+                   help="a GGUF's matrices as f32 (default: as trained), f16 or q8_0 (norms and biases stay f32)")
     x.add_argument("--force", action="store_true",
                    help="replace a non-empty OUT_DIR (only once the new export is complete; default: refuse)")
 
@@ -181,8 +195,10 @@ EXAMPLES = {
              "\n  esopt train configs/demo.yaml --workers 4",
     "eval": "examples:\n  esopt eval --run runs/RUN\n  esopt eval --run runs/RUN --split validation --out episodes.jsonl"
             "\n  esopt eval configs/demo.yaml --model smollm2-135m-instruct",
-    "export": "example:\n  esopt export runs/RUN exported/ && python -c \"import transformers; "
-              "transformers.AutoModelForCausalLM.from_pretrained('exported')\"",
+    "export": "examples:\n  esopt export runs/RUN exported/ && python -c \"import transformers; "
+              "transformers.AutoModelForCausalLM.from_pretrained('exported')\"\n"
+              "  esopt export runs/RUN agent/ --format gguf --type q8_0 && llama-cli -m agent/model.gguf\n"
+              "  esopt export configs/demo.yaml base/ --format gguf",
     "bench": "examples:\n  esopt bench throughput configs/demo.yaml\n  esopt bench compare configs/demo.yaml --seeds 0,1,2"
              "\n  esopt bench gpu configs/demo.yaml --tiny",
     "report": "examples:\n  esopt report runs/RUN\n  esopt report runs/RUN --compare runs/OTHER",
@@ -200,9 +216,10 @@ COMMANDS = {
               args_train, cmd_train),
     "eval": ("held-out evaluation of a run or a model",
              "Evaluate a run's final weights (--run) or a model (--model) on the held-out tasks.", args_eval, cmd_eval),
-    "export": ("write a run's final weights as a Hugging Face folder",
-               "Write a run's final weights and tokenizer as a Hugging Face folder. The folder is written beside "
-               "OUT_DIR and renamed into place once complete; a non-empty OUT_DIR is refused unless --force.",
+    "export": ("write a run's final weights as a Hugging Face folder or a GGUF file",
+               "Write a run's final weights and tokenizer (or a config's model) as a Hugging Face folder, or with "
+               "--format gguf as OUT_DIR/model.gguf. The folder is written beside OUT_DIR and renamed into place "
+               "once complete; a non-empty OUT_DIR is refused unless --force.",
                args_export, cmd_export),
     "bench": ("benchmarks (print RESULT lines, write JSON)",
               "Benchmarks: each prints RESULT lines and writes JSON (default bench-results/NAME.json).",

@@ -1,4 +1,6 @@
-"""Rebuild a run's final weights from its history and write a Hugging Face folder."""
+"""Rebuild a run's final weights from its history and write them as a Hugging Face folder, or as a
+GGUF file in a folder (esopt/gguf_export.py) for llama.cpp, Ollama and LM Studio; the same for the
+model a config names."""
 from __future__ import annotations
 
 import json
@@ -14,29 +16,93 @@ from .train.rundir import RunDir
 from .train.weights import load_run_weights
 
 
-def export_run(run_dir: str | Path, out_dir: str | Path, force: bool = False) -> dict:
-    """Write the run's final weights, tokenizer and esopt_export.json into out_dir.
+FORMATS = ("hf", "gguf")
+GGUF_FILE = "model.gguf"  # the file a GGUF export's folder holds
+
+
+def export_run(run_dir: str | Path, out_dir: str | Path, force: bool = False, fmt: str = "hf",
+               gguf_type: str = "f32") -> dict:
+    """Write the run's final weights, tokenizer and esopt_export.json into out_dir: a Hugging Face
+    folder (fmt="hf"), or OUT/model.gguf (fmt="gguf", in gguf_type) with the same files beside it.
 
     Never destroys: a non-empty out_dir is refused unless force; the export is written
     into a temporary folder beside out_dir and renamed into place once complete, so a
     failed export leaves out_dir as it was (absent, empty, or the old export with force).
     """
     out = Path(out_dir)
+    check_format(fmt, gguf_type)
     check_destination(run_dir, out, force)  # before anything is loaded or written
+    if fmt == "gguf":
+        check_gguf(RunDir(Path(run_dir)).load_config().model, gguf_type)
     model, tok, cfg, n = load_run_weights(run_dir)
     info = {"run_dir": str(run_dir), "base_model": cfg.model, "generations": n, "weights_hash": weights_hash(model)}
 
-    def write(folder: Path) -> None:
-        model.save_pretrained(folder)
-        tok.save_pretrained(folder)
+    def extra(folder: Path) -> None:
         # what the algorithm adds (an ES context run: its final context, SKILL.md and context.yaml)
         chosen = algorithm(cfg.algo).export_files(folder, RunDir(Path(run_dir)), cfg)
         if chosen is not None:
             info["context"] = chosen
+
+    write_model(out, model, tok, info, fmt, gguf_type, extra, name=f"{cfg.model} after {n} updates ({Path(run_dir).name})")
+    return info
+
+
+def export_model(config: str | Path, out_dir: str | Path, force: bool = False, fmt: str = "hf",
+                 gguf_type: str = "f32") -> dict:
+    """The model a config names (its `model` and runtime.dtype), untrained, written as export_run writes a run's."""
+    from .config import load_config
+    from .models import load_model
+
+    out = Path(out_dir)
+    check_format(fmt, gguf_type)
+    cfg = load_config(config)
+    check_destination(config, out, force)
+    if fmt == "gguf":
+        check_gguf(cfg.model, gguf_type)
+    model, tok = load_model(cfg.model, cfg.runtime.dtype, "cpu")
+    info = {"config": str(config), "base_model": cfg.model, "generations": 0, "weights_hash": weights_hash(model)}
+    write_model(out, model, tok, info, fmt, gguf_type, name=cfg.model)
+    return info
+
+
+def check_format(fmt: str, gguf_type: str) -> None:
+    from .gguf_export import TYPES, GGUFRefused
+
+    if fmt not in FORMATS:
+        raise GGUFRefused(f"--format {fmt}: exports are written as {' or '.join(FORMATS)}")
+    if fmt == "gguf" and gguf_type not in TYPES:
+        raise GGUFRefused(f"--type {gguf_type}: a GGUF export is written as one of {', '.join(TYPES)}")
+    if fmt == "hf" and gguf_type != "f32":
+        raise GGUFRefused("--type sets a GGUF export's tensor type: give it with --format gguf")
+
+
+def check_gguf(model_name: str, gguf_type: str) -> None:
+    """Whether the model can be written as GGUF, from its config and tokenizer (before its weights load)."""
+    from .gguf_export import check
+    from .models.loading import load_head
+
+    check(*load_head(model_name), gguf_type)
+
+
+def write_model(out: Path, model, tok, info: dict, fmt: str, gguf_type: str, extra=None, name: str = "") -> None:
+    """The export folder: the model (a Hugging Face folder, or model.gguf), what `extra(folder)` adds and
+    esopt_export.json; a GGUF the model or tokenizer cannot be written as is refused before anything is."""
+    from . import gguf_export
+
+    if fmt == "gguf":
+        gguf_export.check(model.config, tok, gguf_type)
+
+    def write(folder: Path) -> None:
+        if fmt == "gguf":
+            info["gguf"] = {"file": GGUF_FILE, **gguf_export.write(model, tok, folder / GGUF_FILE, gguf_type, name)}
+        else:
+            model.save_pretrained(folder)
+            tok.save_pretrained(folder)
+        if extra is not None:
+            extra(folder)
         (folder / "esopt_export.json").write_text(json.dumps(info, indent=1))
 
     write_folder(out, write)
-    return info
 
 
 def check_destination(run_dir: str | Path, out: Path, force: bool) -> None:

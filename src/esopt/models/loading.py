@@ -157,6 +157,18 @@ def hub_options(source: str) -> dict:
     return {"local_files_only": True}
 
 
+def load_head(name: str):
+    """(config, tokenizer) of a model, without its weights: what it is, checked in a second."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    source = resolve_model(name)
+    options = hub_options(source)
+    try:
+        return AutoConfig.from_pretrained(source, **options), AutoTokenizer.from_pretrained(source, **options)
+    except (OSError, ValueError) as err:
+        raise ModelError(f"could not load model {name!r}: {str(err).splitlines()[0]}") from None
+
+
 def load_model(name: str, dtype: str = "float32", device: str = "cpu"):
     """(model, tokenizer), in eval mode, without gradients."""
     import torch
