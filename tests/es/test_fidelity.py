@@ -187,6 +187,11 @@ def test_precision_warning_when_sigma_is_rounded_away():
     assert len(lines) == 2 and "sigma 1e-05" in lines[0] and "update_rounding" in lines[1]
     ok = precision_check(list(bf16.named_parameters()), 5e-2, 5e-4, 32, "stochastic")
     assert precision_warnings(ok, "bfloat16", 5e-2, 5e-4) == []
+    # es.sigma_scale=rms: sigma is relative, each tensor's scale multiplies it (a relative 1e-5 on
+    # tensors scaled 5000x is 5e-2 in the weights: fine, not the 1e-5 the global check would see)
+    scaled = {name: 5000.0 for name, _ in bf16.named_parameters()}
+    ok = precision_check(list(bf16.named_parameters()), 1e-5, 1e-5, 32, "nearest", scales=scaled)
+    assert precision_warnings(ok, "bfloat16", 1e-5, 1e-5) == [], ok
 
 
 # ------------------------------------------------------------------------- noise streams

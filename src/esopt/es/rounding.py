@@ -92,25 +92,27 @@ def changed_share(weights: torch.Tensor, delta: torch.Tensor) -> float:
 
 @torch.no_grad()
 def precision_check(params, sigma: float, alpha: float, population: int, rounding: str,
-                    sample: int = 1 << 14, seed: int = 0) -> dict:
+                    sample: int = 1 << 14, seed: int = 0, scales: dict[str, float] | None = None) -> dict:
     """Estimate, on a sample of each low-precision tensor's elements, the share a perturbation
     of scale sigma changes and the share an update of typical size changes with round-to-nearest.
 
     A typical update element is (alpha / G) * sum_i c_i eps_i with z-scored coefficients,
-    i.e. about alpha / sqrt(G) * N(0, 1). Returns {} when no tensor is low precision.
+    i.e. about alpha / sqrt(G) * N(0, 1). scales: each tensor's share of sigma and alpha
+    (es.sigma_scale; None: 1 everywhere). Returns {} when no tensor is low precision.
     """
     gen = torch.Generator().manual_seed(seed)
     changed_p = changed_u = total = 0.0
-    for _, p in params:
+    for name, p in params:
         if p.dtype not in LOW_PRECISION:
             continue
+        scale = 1.0 if scales is None else scales.get(name, 1.0)
         flat = p.detach().reshape(-1)
         idx = torch.randint(0, flat.numel(), (min(sample, flat.numel()),), generator=gen)
         w = flat[idx.to(flat.device)].cpu()
         eps = torch.randn(w.numel(), generator=gen)
         n = w.numel()
-        changed_p += changed_share(w, sigma * eps) * n
-        changed_u += changed_share(w, alpha / population ** 0.5 * eps) * n
+        changed_p += changed_share(w, scale * sigma * eps) * n
+        changed_u += changed_share(w, scale * alpha / population ** 0.5 * eps) * n
         total += n
     if not total:
         return {}

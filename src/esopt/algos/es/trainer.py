@@ -74,7 +74,8 @@ class Trainer(ModelReplica):
             return []  # side terms are not rounded into the weights; float32 keeps both
         sigma = min(v for v in (es.sigma.start, es.sigma.end) if v > 0)
         alpha = min((v for v in (es.alpha.start, es.alpha.end) if v > 0), default=es.alpha.start)
-        check = precision_check(self.perturber.params, sigma, alpha, es.population, es.update_rounding)
+        check = precision_check(self.perturber.params, sigma, alpha, es.population, es.update_rounding,
+                                scales=getattr(self.perturber, "scales", None))  # es.sigma_scale: each tensor's own
         lines = precision_warnings(check, self.cfg.runtime.dtype, sigma, alpha)
         for line in lines:
             self.log(line)
