@@ -44,6 +44,8 @@ BENCHES = {
                                      es_sigmas=floats(a.es_sigmas, "--es-sigmas"),
                                      tune_seeds=ints(a.tune_seeds, "--tune-seeds"), jobs=a.jobs,
                                      budget_seconds=a.budget_seconds, arms=a.arms)),
+    "settings": ("settings", "one algorithm's named settings (--arms) side by side on the validation split",
+                 lambda m, a, c, o: m(c, o, _out(a, "settings"), a.arms, ints(a.seeds, "--seeds", "0"), jobs=a.jobs)),
     "population": ("population", "vanilla ES, small vs large population, on a weaker and a stronger backbone",
                    lambda m, a, c, o: m(c, o, _out(a, "population"), names(a.models) or [],
                                         ints(a.populations, "--populations", "8,16"), seed=a.seed)),
@@ -89,8 +91,8 @@ FLAGS = (  # (flag, add_argument keywords): each says which benches use it
          "room: task names (studies/bench/room.py TASKS) or name=config:override,... "
          "(default: all)")),
     ("--seeds", dict(help="compare: run seeds of the final runs of each method's chosen setting "
-         "(default 0,1,2); horizon: run seeds (default 0,1); room: ES run seeds (default "
-         "0,1,2); dtype: a learning-parity check of float32 vs bfloat16 over these seeds "
+         "(default 0,1,2); settings: run seeds of every setting (default 0); horizon: run seeds "
+         "(default 0,1); room: ES run seeds (default 0,1,2); dtype: a learning-parity check of float32 vs bfloat16 over these seeds "
          "instead of the speed figures")),
     ("--train", dict(type=int, default=0,
          help="room: train ES on this many tasks with the most room (validation success in [0.1, 0.7], "
@@ -105,14 +107,15 @@ FLAGS = (  # (flag, add_argument keywords): each says which benches use it
          help="compare: every run trains for this many seconds (evaluations excluded; run.budget_seconds) "
          "instead of equal episodes; es.generations is then the most updates a run may make")),
     ("--arms", dict(help="compare: a YAML file of the settings swept, {es: {label: [override, ...]}, grpo: {...}} "
-         "(as many of each), instead of --es-sigmas / --grpo-lrs; e.g. configs/studies/equal-time-arms.yaml")),
+         "(as many of each), instead of --es-sigmas / --grpo-lrs; e.g. configs/studies/equal-time-arms.yaml; "
+         "settings: {label: [override, ...]}, e.g. configs/studies/scope-sigma-arms.yaml")),
     ("--grpo-lr", dict(type=float, default=None,
          help="horizon: GRPO learning rate (default: grpo_best_lr of compare.json beside --out, else 1e-5)")),
     ("--es-sigma", dict(type=float, default=None,
          help="horizon: ES sigma.start, sigma.end scaled alike (default: es_best_sigma of compare.json "
          "beside --out, else the config's)")),
     ("--jobs", dict(type=int, default=1,
-         help="compare, horizon, dtype --seeds: training runs side by side (default 1; seconds are then "
+         help="compare, settings, horizon, dtype --seeds: training runs side by side (default 1; seconds are then "
          "shared-machine figures; give each run its share of the cores with runtime.threads)")),
     ("--models", dict(help="population: comma-separated backbones, weaker first (aliases, folders, exports)")),
     ("--populations", dict(help="population: comma-separated population sizes (default 8,16)")),

@@ -72,11 +72,10 @@ def arm_overrides(cfg, arm: str) -> list[str]:
 def read_arms(path: str) -> dict[str, list[dict]]:
     """An arms file (--arms): YAML {es: {label: [override, ...]}, grpo: {label: [...]}}, each label one
     setting of that method (its run folders are named by it). Returned as sweep_settings' settings."""
-    import re
-
     import yaml
 
-    from ...config import ConfigError, parse_override
+    from ...config import ConfigError
+    from .settings import labelled
 
     try:
         tree = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
@@ -90,16 +89,8 @@ def read_arms(path: str) -> dict[str, list[dict]]:
         settings = tree[arm]
         if not isinstance(settings, dict) or not settings:
             raise ConfigError(f"--arms {path}: {arm} must map labels to lists of overrides, got {settings!r}")
-        out[arm] = []
-        for label, overrides in settings.items():
-            label = str(label)
-            if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._+-]*", label):
-                raise ConfigError(f"--arms {path}: {arm} label {label!r} names run folders: letters, digits, . _ + -")
-            if not isinstance(overrides, list) or not all(isinstance(o, str) for o in overrides):
-                raise ConfigError(f"--arms {path}: {arm}.{label} must be a list of key=value overrides")
-            for o in overrides:
-                parse_override(o)
-            out[arm].append({"label": label, "value": label, "overrides": list(overrides)})
+        out[arm] = [{"label": label, "value": label, "overrides": overrides}
+                    for label, overrides in labelled(path, settings, f"{arm} ").items()]
     return out
 
 

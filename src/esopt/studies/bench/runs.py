@@ -215,7 +215,9 @@ def read_run(path: Path) -> dict:
              for m in metrics if m.get("kind") == "eval"]
     meta_path = bench_meta_path(path)
     meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
-    return {"run_dir": str(path), "summary": summary, "curve": curve,
+    # updates in which every member scored the same: an ES generation whose update is zero
+    flat = sum(1 for m in metrics if m.get("kind") == "train" and "reward_std" in m and m["reward_std"] == 0)
+    return {"run_dir": str(path), "summary": summary, "curve": curve, "flat_updates": flat,
             "heldout_by_task": {"base": _by_task(path, 0), "final": _by_task(path, summary.get("generations"))},
             **{k: meta.get(k) for k in ("peak_rss_mb", "peak_cuda_mb", "wall_seconds")}}
 
