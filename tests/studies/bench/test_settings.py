@@ -43,3 +43,38 @@ def test_a_bad_arms_file_is_one_line(tmp_path, text, said):
     path.write_text(text + "\n")
     with pytest.raises(ConfigError, match=said):
         settings.read_settings(str(path))
+
+
+def test_a_pause_file_holds_new_runs_until_it_is_removed(tmp_path, monkeypatch):
+    """RUNS/PAUSE: a run about to start waits, one line said; removing the file lets it start."""
+    import functools
+    import subprocess
+    import threading
+    import time
+
+    from esopt.studies.bench import runs
+
+    started = []
+
+    def child(cmd, **kw):
+        started.append(time.time())
+        raise KeyboardInterrupt  # stop train_run right after the launch: only when it launched matters here
+
+    monkeypatch.setattr(subprocess, "run", child)
+    monkeypatch.setattr(runs, "wait_while_paused", functools.partial(runs.wait_while_paused, poll=0.05))
+    work = tmp_path / "runs"
+    work.mkdir()
+    flag = work / runs.PAUSE
+    flag.write_text("")
+    lines, said = [], []
+
+    def log(line):  # the user reads the line, then removes the file 0.3 s later
+        lines.append(line)
+        if "waiting" in line:
+            said.append(time.time())
+            threading.Timer(0.3, flag.unlink).start()
+
+    with pytest.raises(KeyboardInterrupt):
+        runs.train_run("configs/demo.yaml", [], str(work), "r", log=log)
+    assert lines[0] == f"[bench] r: waiting to start while {flag} exists (remove it to go on)", lines
+    assert started and started[0] - said[0] >= 0.3 and lines[1].startswith("[bench] r: starting after")

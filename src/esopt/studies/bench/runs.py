@@ -11,6 +11,10 @@ what read_run returns plus the run's resolved config, a few KB. A study whose re
 is committed can then be continued on another machine or in a later session, where the run
 folders are gone: a run with a record is read back from it (the settings checked as for a
 folder), not trained again.
+
+A file named PAUSE in the runs folder holds the study at the next run boundary: runs under way
+finish, no run starts while it exists (`touch RUNS/PAUSE` before running tests beside a study or
+before a session ends; `rm RUNS/PAUSE` to go on). Waiting counts towards no run's budget.
 """
 from __future__ import annotations
 
@@ -30,6 +34,7 @@ from ...train.rundir import RunDir, holds_run
 # the child: `esopt train ...` in a process that writes its own peaks to a JSON file as it exits
 _LAUNCHER = "import sys; from esopt.studies.bench.runs import child_main; sys.exit(child_main())"
 _IGNORED_KEYS = {("run", "out_dir"), ("runtime", "threads")}  # settings that may differ on a read-back
+PAUSE = "PAUSE"  # a file of this name in a bench's runs folder: no run starts while it exists
 
 
 def child_main(argv: list[str] | None = None) -> int:
@@ -149,6 +154,7 @@ def train_run(config: str, overrides: list[str], out_dir: str, name: str, log=pr
                 path.rename(aside)
                 log(f"[bench] {name}: moved an unfinished, unresumable folder to {aside}")
             args = [config, *full]
+        wait_while_paused(Path(out_dir) / PAUSE, name, log)
         fd, peaks_file = tempfile.mkstemp(prefix="esopt-peaks-", suffix=".json")
         os.close(fd)
         t0 = time.time()
@@ -166,6 +172,17 @@ def train_run(config: str, overrides: list[str], out_dir: str, name: str, log=pr
     if records:
         write_record(records, name, run)
     return run
+
+
+def wait_while_paused(flag: Path, name: str, log=print, poll: float = 5.0) -> None:
+    """Before a run starts: wait (one line said) while `flag` exists."""
+    if not flag.exists():
+        return
+    log(f"[bench] {name}: waiting to start while {flag} exists (remove it to go on)")
+    t0 = time.time()
+    while flag.exists():
+        time.sleep(poll)
+    log(f"[bench] {name}: starting after {time.time() - t0:.0f}s paused")
 
 
 def run_all(calls: list[Callable[[], dict]], jobs: int = 1) -> list[dict]:
