@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install install-webarena install-verifiers demo test clean gpu-carry
+.PHONY: install install-webarena install-verifiers install-llamacpp demo test clean gpu-carry
 
 $(BIN)/python:
 	$(shell command -v $(PY) >/dev/null 2>&1 && echo $(PY) || echo python3) -m venv $(VENV)
@@ -36,6 +36,17 @@ $(VF_VENV)/.installed:
 
 install-verifiers: $(VF_VENV)/.installed
 
+# llama.cpp for the GGUF check (esopt bench llamacpp, pytest -m llamacpp): node-llama-cpp's prebuilt CPU
+# build from npm (node >= 20; the two packages pinned in package.json), not its CUDA/Vulkan variants
+# (--omit=optional) and no build scripts.
+LCPP := tools/llamacpp
+$(LCPP)/node_modules/.installed: $(LCPP)/package.json
+	@node -e 'process.exit(+process.versions.node.split(".")[0] < 20 ? 1 : 0)' || { echo "install-llamacpp needs node >= 20 (found $$(node --version 2>/dev/null || echo none))"; exit 1; }
+	cd $(LCPP) && npm install --omit=optional --ignore-scripts --no-audit --no-fund --no-package-lock --silent
+	touch $@
+
+install-llamacpp: $(LCPP)/node_modules/.installed
+
 demo: $(STAMP)
 	$(BIN)/python -m esopt.demo configs/demo.yaml
 
@@ -48,4 +59,4 @@ gpu-carry: $(STAMP)
 	$(BIN)/python -m esopt.studies.bench.gpu_carry .
 
 clean:
-	rm -rf $(VENV) $(VF_VENV) runs
+	rm -rf $(VENV) $(VF_VENV) runs $(LCPP)/node_modules

@@ -71,6 +71,9 @@ BENCHES = {
             lambda m, a, c, o: m(c, o, a.out or ("bench-results/gpu-tiny.json" if a.tiny else "bench-results/gpu.json"),
                                  sections=names(a.sections), tiny=a.tiny, tokenizer=a.tokenizer)),
     "dtype": ("dtype", "float32 vs bfloat16 speed (--seeds: learning parity)", _dtype),
+    "llamacpp": ("llamacpp", "a run exported as GGUF: llama.cpp's greedy replies vs esopt's on held-out first turns",
+                 lambda m, a, c, o: m(c, o, _out(a, "llamacpp"), run=a.run, types=names(a.types),
+                                      tool=a.llamacpp or "tools/llamacpp")),
     "room": ("room", "which tasks a small model can learn (validation success), ES on those with room", None),
 }
 
@@ -133,6 +136,11 @@ FLAGS = (  # (flag, add_argument keywords): each says which benches use it
          "(default: the config's model's)")),
     ("--tiny", dict(action="store_true",
          help="gpu: every section at tiny shapes on the CPU (a check of the bench itself, seconds)")),
+    ("--run", dict(help="llamacpp: the run whose final weights are checked (default: train a short run of CONFIG "
+         "with its overrides)")),
+    ("--types", dict(help="llamacpp: GGUF types checked, comma-separated (default f32,q8_0)")),
+    ("--llamacpp", dict(help="llamacpp: the folder of greedy.mjs and its node_modules (default tools/llamacpp; "
+         "make install-llamacpp)")),
     ("--grpo-sequences", dict(type=int, default=None,
          help="memory: GRPO updates on the longest N turn sequences (default: two micro-batches; 0: all)")),
 )
