@@ -188,6 +188,14 @@ def test_cli_exports_a_run_and_a_configs_model(esopt_cache, tmp_path, capsys):
     ids = tok(TEXT, return_tensors="pt").input_ids
     assert torch.equal(logits(back, ids), logits(model, ids))
 
+    # a co-evolution run: its chosen context goes beside the file, as in the folder export
+    assert main(["train", "configs/coevo-demo.yaml", *TINY_OVERRIDES, f"model={base}", "es.generations=1",
+                 "tasks.heldout=2", f"run.out_dir={tmp_path}", "run.name=co"]) == 0
+    assert main(["export", str(tmp_path / "co"), str(tmp_path / "cog"), "--format", "gguf"]) == 0
+    files = sorted(p.name for p in (tmp_path / "cog").iterdir())
+    assert files == ["SKILL.md", "context.yaml", "esopt_export.json", "model.gguf"], files
+    assert "context" in json.loads((tmp_path / "cog" / "esopt_export.json").read_text())
+
     capsys.readouterr()
     char_run = ["train", "configs/demo.yaml", *TINY_OVERRIDES, "es.generations=1", f"run.out_dir={tmp_path}",
                 "run.name=chars"]
