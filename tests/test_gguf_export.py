@@ -151,6 +151,10 @@ def test_what_gguf_cannot_carry_is_refused_before_any_file(tmp_path):
     with pytest.raises(gguf_export.GGUFRefused, match="rope_type 'llama3'"):
         gguf_export.write(model, tok, tmp_path / "d.gguf")
     assert not list(tmp_path.iterdir())
+    from esopt.export import check_format
+
+    with pytest.raises(gguf_export.GGUFRefused, match="give it with --format gguf"):
+        check_format("hf", "q8_0")  # a type for a Hugging Face folder: said, not ignored
 
 
 def test_cli_exports_a_run_and_a_configs_model(esopt_cache, tmp_path, capsys):
