@@ -79,6 +79,18 @@ def test_step_curve_holds_the_last_evaluation():
     assert curve_grid([run], 100) == [0, 100, 200, 260.0]
 
 
+def test_mean_curves_can_step_at_every_evaluation():
+    from esopt.studies.bench.compare import mean_curves
+
+    runs = {"es": [{"curve": [{"train_seconds": 0.0, "validation": 0.1}, {"train_seconds": 110.0, "validation": 0.5}]},
+                   {"curve": [{"train_seconds": 0.0, "validation": 0.3}, {"train_seconds": 120.0, "validation": 0.7}]}]}
+    on_marks = mean_curves(runs, "validation", 100)
+    assert on_marks["grid_seconds"] == [0, 100, 120.0] and on_marks["es"]["mean"] == pytest.approx([0.2, 0.2, 0.6])
+    at_evals = mean_curves(runs, "validation", 100, at_evaluations=True)
+    assert at_evals["grid_seconds"] == [0, 100, 110.0, 120.0]
+    assert at_evals["es"]["mean"] == pytest.approx([0.2, 0.2, 0.4, 0.6])
+
+
 def test_arms_files_are_checked(tmp_path):
     from esopt.studies.bench.compare import main, read_arms
 

@@ -208,9 +208,14 @@ def curve_grid(runs: list[dict], step: float | None) -> list[float]:
     return [k * step for k in range(int(end // step) + 1)] + ([end] if end % step else [])
 
 
-def mean_curves(final: dict[str, list[dict]], key: str, step: float | None) -> dict:
-    """{grid, per method: mean and std over seeds at each grid point} of step_curve."""
-    grid = curve_grid([r for runs in final.values() for r in runs], step)
+def mean_curves(final: dict[str, list[dict]], key: str, step: float | None, at_evaluations: bool = False) -> dict:
+    """{grid, per method: mean and std over seeds at each grid point} of step_curve. at_evaluations:
+    the grid also has every run's evaluation times, so a mean drawn as steps changes when an
+    evaluation lands (evaluations come just after each mark: on the marks alone it lags one)."""
+    runs = [r for rs in final.values() for r in rs]
+    grid = curve_grid(runs, step)
+    if at_evaluations:
+        grid = sorted(set(grid) | {p["train_seconds"] for r in runs for p in r["curve"] if p.get(key) is not None})
     out = {"grid_seconds": grid}
     for arm, runs in final.items():
         rows = [step_curve(r, key, grid) for r in runs]
@@ -241,7 +246,7 @@ def _plot_budget(sweep: dict, final: dict, path: str, budget_seconds: float, ste
                 if pts:
                     axes[0].plot(*zip(*pts), marker=".", color=colors[arm](0.35 + 0.6 * k / max(len(settings) - 1, 1)),
                                  label=f"{arm.upper()} {label}" if j == 0 else None)
-    curves = mean_curves(final, "validation", step)
+    curves = mean_curves(final, "validation", step, at_evaluations=True)
     grid = curves["grid_seconds"]
     for arm, runs in final.items():
         c = colors[arm](0.8)
