@@ -25,6 +25,7 @@ def test_room_table_and_es_over_seeds(esopt_cache, tmp_path, capsys, monkeypatch
     assert all(r["episodes"] == 4 for r in data["base"].values())
     assert "RESULT guess_validation_solved=" in capsys.readouterr().out
     assert "| guess |" in out.with_suffix(".md").read_text()
+    assert all(0 < r["top_reply_share"] <= 1 and r["distinct_replies"] >= 1 for r in data["base"].values())
 
     res = room.train_seeds("guess", "configs/demo.yaml", ["env.id=guess_env:GuessEnv", *tiny, "es.generations=1"],
                            [3], str(tmp_path / "runs"), log=lambda *a: None)
@@ -38,6 +39,17 @@ def test_room_table_and_es_over_seeds(esopt_cache, tmp_path, capsys, monkeypatch
 def test_tasks_with_room_are_the_hardest_inside_the_band():
     table = {n: {"solved": s} for n, s in {"a": 0.05, "b": 0.3, "c": 0.15, "d": 0.8, "e": 0.7}.items()}
     assert room.with_room(table, 2) == ["c", "b"] and room.with_room(table, 5) == ["c", "b", "e"]
+
+
+def test_a_task_whose_base_model_replies_one_constant_has_no_room():
+    eps = [{"turns": [{"response": "<answer>2</answer>"}]}] * 19 + [{"turns": [{"response": "<answer>12</answer>"}]}]
+    assert room.top_reply(eps) == ("<answer>2</answer>", 0.95, 2) and room.top_reply([]) == ("", 0.0, 0)
+    table = {"counts": {"solved": 0.27, "top_reply_share": 0.95, "top_reply": "2"},
+             "varied": {"solved": 0.4, "top_reply_share": 0.3, "top_reply": "x"}, "old": {"solved": 0.5}}
+    assert room.with_room(table, 3) == ["varied", "old"]
+    md = room.markdown({"base": {n: {**r, "solved_se": 0, "reward": r["solved"], "reward_se": 0, "turns": 1,
+                                     "episodes": 20} for n, r in table.items()}})
+    assert "| `2` (95%): constant |" in md and "| `x` (30%) |" in md
 
 
 def test_a_task_the_preflight_refuses_is_recorded_and_skipped(esopt_cache, tmp_path):

@@ -5,7 +5,10 @@ the same, so a task is worth training on when the base model sometimes succeeds 
    (tasks.validation episodes; the model loaded once), giving reward and success rate with SE.
    Nothing here reads a held-out split.
 2. ES (``--train K``): the K tasks with the most room, i.e. the lowest validation success within
-   [ROOM_LOW, ROOM_HIGH], each trained with ``--seeds`` (one `esopt train` process per seed, its
+   [ROOM_LOW, ROOM_HIGH] whose base model does not give one reply to nearly every task (a
+   first-turn reply shared by at least CONSTANT_SHARE of the episodes: its success is then a
+   constant's score, and ES can only move the constant; letter counting level 0 taught this,
+   docs/results.md), each trained with ``--seeds`` (one `esopt train` process per seed, its
    run folder under --runs, reused or resumed when it is there already); reported: held-out reward
    before and after (mean over seeds) and the per-seed paired improvement with its SE over seeds.
 
@@ -20,6 +23,7 @@ from pathlib import Path
 from ...train.evaluate import mean_se  # SE over seeds / episodes, as evaluations compute it
 
 ROOM_LOW, ROOM_HIGH = 0.1, 0.7
+CONSTANT_SHARE = 0.9  # a task whose most given first reply is at least this share of episodes has no room
 
 # name -> (config, overrides): GEM games that run offline (docs/gem.md) and reasoning-gym datasets
 # with short questions and answers at easy curriculum levels (docs/reasoning-gym.md). The configs'
@@ -105,20 +109,39 @@ def base_table(tasks: dict, extra: list[str], log=print) -> dict:
         stats, episodes = evaluate(HFPolicy.for_agent(model, tok, cfg.agent), TaskSource(cfg.env, cfg.tasks, cfg.run.seed),
                                    cfg, seed=derive_seed("eval", cfg.run.seed), split="validation")
         solved = [float(ep["solved"]) for ep in episodes]
+        reply, share, distinct = top_reply(episodes)
         out[name] = {"config": config, "overrides": overrides, "episodes": stats["n"], "tasks": stats["tasks"],
                      "reward": stats["reward"], "reward_se": stats["reward_se"], "solved": stats["solved"],
                      "solved_se": mean_se(solved)[1], "turns": sum(len(ep["turns"]) for ep in episodes) / len(episodes),
-                     "errors": stats["errors"], "seconds": time.time() - t0}
+                     "errors": stats["errors"], "top_reply": reply, "top_reply_share": share,
+                     "distinct_replies": distinct, "seconds": time.time() - t0}
         r = out[name]
         log(f"[bench room] {name}: validation success {r['solved']:.3f} ± {r['solved_se']:.3f}, reward "
             f"{r['reward']:.3f} ± {r['reward_se']:.3f}, n={r['episodes']}, {r['turns']:.1f} turns/episode, "
-            f"{r['seconds']:.0f}s")
+            f"first reply {reply!r} in {share:.0%} of episodes ({distinct} distinct), {r['seconds']:.0f}s")
     return out
 
 
+def top_reply(episodes: list[dict]) -> tuple[str, float, int]:
+    """(the most given first-turn reply, its share of the episodes, how many distinct first replies)."""
+    from collections import Counter
+
+    firsts = Counter((ep["turns"][0].get("response") or "") if ep.get("turns") else "" for ep in episodes)
+    if not firsts:
+        return "", 0.0, 0
+    reply, count = firsts.most_common(1)[0]
+    return reply, count / sum(firsts.values()), len(firsts)
+
+
+def constant(row: dict) -> bool:
+    """The base model gives one first reply to nearly every task (older tables lack the share: not constant)."""
+    return row.get("top_reply_share", 0.0) >= CONSTANT_SHARE
+
+
 def with_room(table: dict, k: int) -> list[str]:
-    """The k tasks with the lowest validation success inside [ROOM_LOW, ROOM_HIGH]."""
-    inside = [n for n, r in table.items() if "solved" in r and ROOM_LOW <= r["solved"] <= ROOM_HIGH]
+    """The k tasks with the lowest validation success inside [ROOM_LOW, ROOM_HIGH], constant ones left out."""
+    inside = [n for n, r in table.items() if "solved" in r and ROOM_LOW <= r["solved"] <= ROOM_HIGH
+              and not constant(r)]
     return sorted(inside, key=lambda n: (table[n]["solved"], n))[:k]
 
 
@@ -157,6 +180,10 @@ def main(task_names: list[str], extra: list[str], out: str, train: int = 0, seed
     if train:
         chosen = with_room(table, train)
         details["chosen"] = chosen
+        for n, r in table.items():
+            if "solved" in r and ROOM_LOW <= r["solved"] <= ROOM_HIGH and constant(r):
+                print(f"[bench room] {n}: left out: the base model replies {r['top_reply']!r} to "
+                      f"{r['top_reply_share']:.0%} of its tasks, so its success is a constant's score", flush=True)
         print(f"[bench room] most room (validation success in [{ROOM_LOW}, {ROOM_HIGH}]): {', '.join(chosen) or 'none'}",
               flush=True)
         details["es"] = {}
@@ -173,13 +200,17 @@ def main(task_names: list[str], extra: list[str], out: str, train: int = 0, seed
 
 def markdown(details: dict) -> str:
     """The tables of docs/results.md."""
-    lines = ["| task | validation success (base) | reward | turns/episode | n |", "|---|---|---|---|---|"]
+    lines = ["| task | validation success (base) | reward | turns/episode | n | most given first reply (share) |",
+             "|---|---|---|---|---|---|"]
     for n, r in details["base"].items():
         if "refused" in r:
-            lines.append(f"| {n} | refused: {r['refused']} | | | |")
+            lines.append(f"| {n} | refused: {r['refused']} | | | | |")
             continue
+        shown = " ".join(r.get("top_reply", "").split())[:40].replace("|", "\\|").replace("`", "'")  # one cell
+        top = (f"`{shown}`" + f" ({r['top_reply_share']:.0%})"
+               + (": constant" if constant(r) else "")) if "top_reply" in r else ""
         lines.append(f"| {n} | {r['solved']:.3f} ± {r['solved_se']:.3f} | {r['reward']:.3f} ± {r['reward_se']:.3f} | "
-                     f"{r['turns']:.1f} | {r['episodes']} |")
+                     f"{r['turns']:.1f} | {r['episodes']} | {top} |")
     if details.get("es"):
         lines += ["", "| task | seeds | held-out reward base -> ES | improvement (± SE over seeds) | per seed (± paired SE "
                   "over the held-out tasks) | success base -> ES |", "|---|---|---|---|---|---|"]
