@@ -44,6 +44,8 @@ def test_tasks_with_room_are_the_hardest_inside_the_band():
 def test_a_task_whose_base_model_replies_one_constant_has_no_room():
     eps = [{"turns": [{"response": "<answer>2</answer>"}]}] * 19 + [{"turns": [{"response": "<answer>12</answer>"}]}]
     assert room.top_reply(eps) == ("<answer>2</answer>", 0.95, 2) and room.top_reply([]) == ("", 0.0, 0)
+    games = [{"turns": [{"response": "5"}, {"response": g}]} for g in ("3", "3", "8", "1")]  # one opening, then own play
+    assert room.top_reply(games) == ("5 / 3", 0.5, 3)
     table = {"counts": {"solved": 0.27, "top_reply_share": 0.95, "top_reply": "2"},
              "varied": {"solved": 0.4, "top_reply_share": 0.3, "top_reply": "x"}, "old": {"solved": 0.5}}
     assert room.with_room(table, 3) == ["varied", "old"]

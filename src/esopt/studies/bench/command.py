@@ -99,7 +99,7 @@ FLAGS = (  # (flag, add_argument keywords): each says which benches use it
          "instead of the speed figures")),
     ("--train", dict(type=int, default=0,
          help="room: train ES on this many tasks with the most room (validation success in [0.1, 0.7], "
-         "lowest first; left out: tasks where the base model gives one reply to 90%% of them), --seeds each "
+         "lowest first; left out: tasks where the base model plays 90%% of episodes with the same replies), --seeds each "
          "(default 0: the base table only)")),
     ("--runs", dict(help="room: folder of the ES runs (default runs/room; finished runs are read back)")),
     ("--grpo-lrs", dict(help="compare: GRPO learning rates swept (default 1e-6,1e-5,1e-4)")),

@@ -5,8 +5,8 @@ the same, so a task is worth training on when the base model sometimes succeeds 
    (tasks.validation episodes; the model loaded once), giving reward and success rate with SE.
    Nothing here reads a held-out split.
 2. ES (``--train K``): the K tasks with the most room, i.e. the lowest validation success within
-   [ROOM_LOW, ROOM_HIGH] whose base model does not give one reply to nearly every task (a
-   first-turn reply shared by at least CONSTANT_SHARE of the episodes: its success is then a
+   [ROOM_LOW, ROOM_HIGH] whose base model does not play nearly every task alike (the same replies,
+   turn by turn, in at least CONSTANT_SHARE of the episodes: its success is then a
    constant's score, and ES can only move the constant; letter counting level 0 taught this,
    docs/results.md), each trained with ``--seeds`` (one `esopt train` process per seed, its
    run folder under --runs, reused or resumed when it is there already); reported: held-out reward
@@ -23,7 +23,7 @@ from pathlib import Path
 from ...train.evaluate import mean_se  # SE over seeds / episodes, as evaluations compute it
 
 ROOM_LOW, ROOM_HIGH = 0.1, 0.7
-CONSTANT_SHARE = 0.9  # a task whose most given first reply is at least this share of episodes has no room
+CONSTANT_SHARE = 0.9  # a task whose most given replies are at least this share of episodes has no room
 
 # name -> (config, overrides): GEM games that run offline (docs/gem.md) and reasoning-gym datasets
 # with short questions and answers at easy curriculum levels (docs/reasoning-gym.md). The configs'
@@ -118,23 +118,25 @@ def base_table(tasks: dict, extra: list[str], log=print) -> dict:
         r = out[name]
         log(f"[bench room] {name}: validation success {r['solved']:.3f} ± {r['solved_se']:.3f}, reward "
             f"{r['reward']:.3f} ± {r['reward_se']:.3f}, n={r['episodes']}, {r['turns']:.1f} turns/episode, "
-            f"first reply {reply!r} in {share:.0%} of episodes ({distinct} distinct), {r['seconds']:.0f}s")
+            f"replies {reply!r} in {share:.0%} of episodes ({distinct} distinct), {r['seconds']:.0f}s")
     return out
 
 
 def top_reply(episodes: list[dict]) -> tuple[str, float, int]:
-    """(the most given first-turn reply, its share of the episodes, how many distinct first replies)."""
+    """(the most given episode's replies, every turn's joined by " / "; its share of the episodes; how
+    many distinct ones). Whole episodes, not first turns: a game whose first prompt is the same for
+    every task may open with one move and still play each task its own way."""
     from collections import Counter
 
-    firsts = Counter((ep["turns"][0].get("response") or "") if ep.get("turns") else "" for ep in episodes)
-    if not firsts:
+    plays = Counter(tuple(t.get("response") or "" for t in ep.get("turns") or ()) for ep in episodes)
+    if not plays:
         return "", 0.0, 0
-    reply, count = firsts.most_common(1)[0]
-    return reply, count / sum(firsts.values()), len(firsts)
+    replies, count = plays.most_common(1)[0]
+    return " / ".join(replies), count / sum(plays.values()), len(plays)
 
 
 def constant(row: dict) -> bool:
-    """The base model gives one first reply to nearly every task (older tables lack the share: not constant)."""
+    """The base model plays nearly every task alike (older tables lack the share: not constant)."""
     return row.get("top_reply_share", 0.0) >= CONSTANT_SHARE
 
 
@@ -200,7 +202,7 @@ def main(task_names: list[str], extra: list[str], out: str, train: int = 0, seed
 
 def markdown(details: dict) -> str:
     """The tables of docs/results.md."""
-    lines = ["| task | validation success (base) | reward | turns/episode | n | most given first reply (share) |",
+    lines = ["| task | validation success (base) | reward | turns/episode | n | most given replies (share) |",
              "|---|---|---|---|---|---|"]
     for n, r in details["base"].items():
         if "refused" in r:
