@@ -140,10 +140,14 @@ def constant(row: dict) -> bool:
     return row.get("top_reply_share", 0.0) >= CONSTANT_SHARE
 
 
+def in_band(row: dict) -> bool:
+    """The task was played (not refused) and its validation success lies in [ROOM_LOW, ROOM_HIGH]."""
+    return "solved" in row and ROOM_LOW <= row["solved"] <= ROOM_HIGH
+
+
 def with_room(table: dict, k: int) -> list[str]:
     """The k tasks with the lowest validation success inside [ROOM_LOW, ROOM_HIGH], constant ones left out."""
-    inside = [n for n, r in table.items() if "solved" in r and ROOM_LOW <= r["solved"] <= ROOM_HIGH
-              and not constant(r)]
+    inside = [n for n, r in table.items() if in_band(r) and not constant(r)]
     return sorted(inside, key=lambda n: (table[n]["solved"], n))[:k]
 
 
@@ -183,7 +187,7 @@ def main(task_names: list[str], extra: list[str], out: str, train: int = 0, seed
         chosen = with_room(table, train)
         details["chosen"] = chosen
         for n, r in table.items():
-            if "solved" in r and ROOM_LOW <= r["solved"] <= ROOM_HIGH and constant(r):
+            if in_band(r) and constant(r):
                 print(f"[bench room] {n}: left out: the base model replies {r['top_reply']!r} to "
                       f"{r['top_reply_share']:.0%} of its tasks, so its success is a constant's score", flush=True)
         print(f"[bench room] most room (validation success in [{ROOM_LOW}, {ROOM_HIGH}]): {', '.join(chosen) or 'none'}",
