@@ -121,3 +121,41 @@ def test_the_walk_sees_lazy_imports_and_can_fail():
     """The checks above are not vacuous: a known lazy import is found, and a made-up circle is one."""
     assert "esopt.train.ray.runner" in GRAPH["esopt.train.session"]  # imported inside make_runner
     assert cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+
+
+SMALL_ROOMS = ("agent", "models", "serve", "train")  # the decode path and the harness
+MAX_PARAMETERS = 10  # settings travel as one object (models/decode.py, agent/rollout.py RolloutSettings)
+MAX_CLASS_LINES = 300
+
+
+def sizes(source: str) -> tuple[list[tuple[str, int, int]], list[tuple[str, int, int]]]:
+    """(functions as (name, line, parameters), classes as (name, line, lines)) of one module's source; a method's
+    self/cls and *args/**kwargs count as parameters."""
+    functions, classes = [], []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            a = node.args
+            n = len(a.posonlyargs) + len(a.args) + len(a.kwonlyargs) + (a.vararg is not None) + (a.kwarg is not None)
+            functions.append((node.name, node.lineno, n))
+        elif isinstance(node, ast.ClassDef):
+            classes.append((node.name, node.lineno, node.end_lineno - node.lineno + 1))
+    return functions, classes
+
+
+def test_the_decode_path_has_short_signatures_and_small_classes():
+    """No function under agent/, models/, serve/ and train/ takes more than MAX_PARAMETERS parameters, and no class
+    there is longer than MAX_CLASS_LINES lines: options go down the decode path as one object, and a class that
+    grows past a screen or two is split by job."""
+    long_calls, big_classes = [], []
+    for name, path in modules().items():
+        if name.split(".")[1:2] and name.split(".")[1] in SMALL_ROOMS:
+            functions, classes = sizes(path.read_text(encoding="utf-8"))
+            long_calls += [f"{name}:{line} {fn} ({n} parameters)" for fn, line, n in functions if n > MAX_PARAMETERS]
+            big_classes += [f"{name}:{line} {cls} ({n} lines)" for cls, line, n in classes if n > MAX_CLASS_LINES]
+    assert long_calls == [] and big_classes == []
+
+
+def test_the_size_check_can_fail():
+    functions, classes = sizes("class A:\n" + "    x = 1\n" * 300 + "    def f(self, a, b, c, d, e, f, g, h, i, *j):\n"
+                               "        pass\n")
+    assert ("f", 302, 11) in functions and classes == [("A", 1, 303)]

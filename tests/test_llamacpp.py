@@ -19,7 +19,8 @@ def test_llama_cpp_replies_as_esopt_does(tmp_path, arch):
     from test_gguf_export import tiny
 
     from esopt import gguf_export
-    from esopt.models.policy import HFPolicy, Sampling
+    from esopt.models.decode import DecodeOptions
+    from esopt.models.policy import HFPolicy
     from esopt.studies.bench.llamacpp import EXACT, check_tool, compare, llamacpp_replies
 
     tool = check_tool(ROOT / "tools" / "llamacpp")
@@ -28,7 +29,7 @@ def test_llama_cpp_replies_as_esopt_does(tmp_path, arch):
     policy = HFPolicy(model, tok, batch_size=1)  # one prompt at a time, as llama.cpp decodes them
     convs = [[{"role": "system", "content": "You answer."}, {"role": "user", "content": p}] for p in PROMPTS]
     ids: list = []
-    replies = policy.generate(convs, 12, Sampling(), token_ids=ids)
+    replies = policy.generate(convs, DecodeOptions(12), token_ids=ids)
     prompts = [{"task": str(k), "text": text, "tokens": list(p), "reply": said, "max_tokens": 12,
                 "reply_tokens": [t for t in r if t != tok.eos_token_id]}
                for k, (text, (p, r), said) in enumerate(zip(policy.prompt_texts(convs), ids, replies))]

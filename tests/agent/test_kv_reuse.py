@@ -2,9 +2,9 @@
 the plain path, which re-encodes every prompt, while encoding fewer tokens."""
 import pytest
 
-from esopt.agent.rollout import AgentContext, rollout
+from esopt.agent.rollout import AgentContext, RolloutSettings, rollout
 from esopt.models import HFPolicy, load_model
-from esopt.models.policy import Sampling
+from esopt.models.decode import Caches, DecodeOptions, RowWeights, Sampling
 
 
 class EchoEnv:
@@ -23,13 +23,12 @@ class EchoEnv:
         return obs, float(len(action) % 3), self.t >= self.turns, False, {}
 
 
-def play(policy, kv_reuse, turns=(4, 2, 5, 3, 4), sampling=Sampling(), context=None, row_context=None,
-         row_groups=None, record_ids=False):
+def play(policy, kv_reuse, turns=(4, 2, 5, 3, 4), sampling=Sampling(), context=None, rows=None, record_ids=False):
     envs = [EchoEnv(k, t) for k, t in enumerate(turns)]
     context = context or AgentContext(system_prompt="You are a terse echo agent. Reply briefly.", history="full")
     eps = rollout(policy, envs, [str(k) for k in range(len(envs))], [e.first() for e in envs], context,
-                  max_new_tokens=6, sampling=sampling, seed=11, kv_reuse=kv_reuse, row_context=row_context,
-                  row_groups=row_groups, record_ids=record_ids)
+                  RolloutSettings(DecodeOptions(6, sampling, seed=11), kv_reuse=kv_reuse, record_ids=record_ids),
+                  rows=rows)
     return [[(t["response"], t.get("token_ids")) for t in ep.turns] for ep in eps]
 
 
@@ -87,9 +86,9 @@ def test_kv_reuse_with_lowrank_members_and_shared_prefix(esopt_cache):
         return lr.side_terms([5, 6], [0.3, -0.3], rows[idx])
 
     ctx_sys = AgentContext(system_prompt="You are a terse echo agent. Reply briefly. " * 3, history="full")
-    plain = play(HFPolicy(model, tok, batch_size=3), "off", context=ctx_sys, row_context=ctx, row_groups=member)
+    plain = play(HFPolicy(model, tok, batch_size=3), "off", context=ctx_sys, rows=RowWeights(ctx, member))
     kv_pol = Spy(model, tok, batch_size=3)
-    kv = play(kv_pol, "auto", context=ctx_sys, row_context=ctx, row_groups=member)
+    kv = play(kv_pol, "auto", context=ctx_sys, rows=RowWeights(ctx, member))
     assert kv == plain
     assert kv_pol.caches[0].stats["reused_tokens"] > 0
     same_prompt = play(HFPolicy(model, tok, batch_size=3), "off", context=ctx_sys)
@@ -117,7 +116,7 @@ def test_prefix_mismatch_reuses_only_the_common_prefix(esopt_cache):
 
     cache = TurnCache()
     conv = [[{"role": "user", "content": "hello there"}]]
-    pol.generate(conv, 4, turn_cache=cache, cache_keys=["a"])
+    pol.generate(conv, DecodeOptions(4), caches=Caches(cache, ["a"]))
     ids = tok(pol.prompt_texts([[{"role": "user", "content": "other"}]])[0], add_special_tokens=False)["input_ids"]
     assert cache.reusable("a", ids) == 6  # only "<|im_start|>user\n" is shared (6 characters, 6 tokens)
     assert cache.reusable("a", [tok.pad_token_id] + ids) == 0 and cache.stats["misses"] == 1
@@ -142,8 +141,9 @@ def test_rows_with_and_without_cache_in_one_batch(esopt_cache):
     model, tok = load_model("tiny-llama")
     pol, cache = HFPolicy(model, tok), TurnCache()
     first = [[{"role": "user", "content": "hello there, how are you"}]]
-    reply = pol.generate(first, 6, turn_cache=cache, cache_keys=["a"])[0]
+    reply = pol.generate(first, DecodeOptions(6), caches=Caches(cache, ["a"]))[0]
     convs = [first[0] + [{"role": "assistant", "content": reply}, {"role": "user", "content": "and now?"}],
              [{"role": "user", "content": "a different and much longer first question, from a new episode"}]]
-    assert pol.generate(convs, 6, turn_cache=cache, cache_keys=["a", "b"]) == HFPolicy(model, tok).generate(convs, 6)
+    assert pol.generate(convs, DecodeOptions(6), caches=Caches(cache, ["a", "b"])) == HFPolicy(model, tok).generate(
+        convs, DecodeOptions(6))
     assert cache.stats["reused_tokens"] > 10 and set(cache.rows) == {"a", "b"}

@@ -1,4 +1,5 @@
-from esopt.agent.rollout import AgentContext, rollout
+from esopt.agent.rollout import AgentContext, RolloutSettings, rollout
+from esopt.models.decode import DecodeOptions
 from esopt.envs import make
 
 
@@ -9,7 +10,7 @@ class ScriptedPolicy:
         self.answer = answer
         self.batches = []
 
-    def generate(self, convs, max_new_tokens, sampling, seed=0):
+    def generate(self, convs, options, **kw):
         self.batches.append(len(convs))
         return [self.answer(c) for c in convs]
 
@@ -43,7 +44,7 @@ def test_batched_turns_solve_and_failure_isolated():
         return "r1c1=1"  # the env that crashes
 
     policy = ScriptedPolicy(answer)
-    eps = rollout(policy, envs, ["a", "b", "c", "d"], obs, AgentContext(), max_new_tokens=8, failure_reward=-1.0)
+    eps = rollout(policy, envs, ["a", "b", "c", "d"], obs, AgentContext(), RolloutSettings(DecodeOptions(8), failure_reward=-1.0))
     assert policy.batches[0] == 4  # every live episode decoded together
     assert eps[3].error and "env crashed" in eps[3].error and eps[3].reward == -1.0
     for ep in eps[:3]:
@@ -56,7 +57,7 @@ def test_batched_turns_solve_and_failure_isolated():
 def test_unparseable_answers_consume_turns_until_truncation():
     env = make("sudoku", size=4, blanks=2)
     o, _ = env.reset(seed=1)
-    eps = rollout(ScriptedPolicy(lambda c: "hello"), [env], ["x"], [o], AgentContext(), max_new_tokens=4)
+    eps = rollout(ScriptedPolicy(lambda c: "hello"), [env], ["x"], [o], AgentContext(), RolloutSettings(DecodeOptions(4)))
     assert len(eps[0].turns) == 6 and not eps[0].solved and eps[0].reward == 0.0
     assert "parse" in eps[0].turns[0]["feedback"]
 

@@ -121,7 +121,8 @@ def test_block_done_stops_after_a_closed_fence_with_the_entry():
 def test_policy_stop_ends_each_row_where_the_rule_says_and_keeps_the_text_before():
     import torch
 
-    from esopt.models.policy import HFPolicy, Sampling
+    from esopt.models.decode import DecodeOptions
+    from esopt.models.policy import HFPolicy
     from esopt.models.tiny import build_tiny
 
     torch.manual_seed(0)
@@ -130,8 +131,8 @@ def test_policy_stop_ends_each_row_where_the_rule_says_and_keeps_the_text_before
     tok.padding_side = "left"
     policy = HFPolicy(model, tok, batch_size=4)
     convs = [[{"role": "user", "content": text}] for text in ("abc", "hello there", "x", "0123")]
-    full = policy.generate(convs, 30, Sampling(), seed=0)
-    cut = policy.generate(convs, 30, Sampling(), seed=0, stop=lambda t: len(t) >= 5)
+    full = policy.generate(convs, DecodeOptions(30))
+    cut = policy.generate(convs, DecodeOptions(30, stop_when=lambda t: len(t) >= 5))
     assert any(len(f) > 5 for f in full)  # without the rule the replies run on
     for f, c in zip(full, cut):
         assert c == f[: len(c)]  # the same greedy reply, ended early

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from esopt.agent.rollout import AgentContext, rollout
+from esopt.agent.rollout import AgentContext, RolloutSettings, rollout
 from esopt.config import ConfigError, EnvConfig, TasksConfig, load_config
 from esopt.envs.dataset.tasks import DatasetTasks
+from esopt.models.decode import DecodeOptions
 from esopt.train.preflight import check_env
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,7 +24,7 @@ class FakePolicy:
     def __init__(self, reply):
         self.reply, self.seen = reply, []
 
-    def generate(self, convs, max_new_tokens, sampling, seed=0, **kw):
+    def generate(self, convs, options, **kw):
         self.seen.append([c[-1]["content"] for c in convs])
         return [self.reply(c[-1]["content"]) for c in convs]
 
@@ -126,10 +127,10 @@ def test_row_splits_and_deterministic_training_draws(tmp_path):
 def test_float_reward_through_the_rollout(tmp_path):
     src = tasks(env_cfg(write_jsonl(tmp_path / "r.jsonl", ROWS)), heldout=2)
     envs, ids, obs = src.heldout()
-    eps = rollout(FakePolicy(right), envs, ids, obs, AgentContext(), max_new_tokens=4, max_turns=(None, 1))
+    eps = rollout(FakePolicy(right), envs, ids, obs, AgentContext(), RolloutSettings(DecodeOptions(4), max_turns=(None, 1)))
     assert [(ep.reward, ep.solved, len(ep.turns), ep.error) for ep in eps] == [(1.0, True, 1, None)] * 2
     envs, ids, obs = src.heldout()
-    eps = rollout(FakePolicy(lambda p: "7"), envs, ids, obs, AgentContext(), max_new_tokens=4)
+    eps = rollout(FakePolicy(lambda p: "7"), envs, ids, obs, AgentContext(), RolloutSettings(DecodeOptions(4)))
     assert [ep.reward for ep in eps] == [0.0, 0.0] and all(ep.done and not ep.truncated for ep in eps)
 
 
@@ -139,13 +140,13 @@ def test_feedback_gives_another_attempt(tmp_path):
     policy = FakePolicy(lambda p: next(replies))
     src = tasks(env_cfg(write_jsonl(tmp_path / "r.jsonl", ROWS), reward=reward, turns=3), heldout=1)
     envs, ids, obs = src.heldout()  # task 18 (the held-out rows: 18 and 19): "What is 18 + 1?"
-    ep = rollout(policy, envs, ids, obs, AgentContext(history="full"), max_new_tokens=4, max_turns=(None, 1))[0]
+    ep = rollout(policy, envs, ids, obs, AgentContext(history="full"), RolloutSettings(DecodeOptions(4), max_turns=(None, 1)))[0]
     assert len(ep.turns) == 3 and ep.turns[0]["feedback"].startswith("Your answer (5) is wrong")
     assert policy.seen[1] == [ep.turns[0]["feedback"]] and "What is 18 + 1?" in policy.seen[1][0]
     assert ep.reward == 0.0 and ep.truncated and not ep.solved  # three wrong attempts, turns=3
     replies = iter(["1", "19"])
     envs, ids, obs = src.heldout()
-    ep = rollout(FakePolicy(lambda p: next(replies)), envs, ids, obs, AgentContext(), max_new_tokens=4)[0]
+    ep = rollout(FakePolicy(lambda p: next(replies)), envs, ids, obs, AgentContext(), RolloutSettings(DecodeOptions(4)))[0]
     assert len(ep.turns) == 2 and ep.reward == 1.0 and ep.solved and not ep.truncated
     assert [t["score"] for t in ep.turns] == [0.0, 1.0]
 
@@ -179,14 +180,14 @@ def test_dict_form_raising_and_bad_returns_fail_the_episode_only(tmp_path):
     src = tasks(env_cfg(data, reward=f"{mod}:partial", turns=4), heldout=2)  # a file.py:function reward
     replies = iter(["half", "half", "19", "stop"])
     envs, ids, obs = src.heldout()
-    eps = rollout(FakePolicy(lambda p: next(replies)), envs, ids, obs, AgentContext(), max_new_tokens=4)
+    eps = rollout(FakePolicy(lambda p: next(replies)), envs, ids, obs, AgentContext(), RolloutSettings(DecodeOptions(4)))
     assert [t["score"] for t in eps[0].turns] == [0.5, 1.0] and eps[0].reward == 1.0 and eps[0].solved
     assert [t["score"] for t in eps[1].turns] == [0.5, 0.0] and eps[1].reward == 0.0  # done: no more tries
     assert not any(ep.truncated or ep.error for ep in eps)
     src = tasks(env_cfg(data, reward=f"{mod}:boom"), heldout=2)
     envs, ids, obs = src.heldout()
     eps = rollout(FakePolicy(lambda p: "crash" if "18" in p else "ok"), envs, ids, obs, AgentContext(),
-                  max_new_tokens=4, failure_reward=-1.0)
+                  RolloutSettings(DecodeOptions(4), failure_reward=-1.0))
     assert eps[0].reward == -1.0 and "raised ZeroDivisionError: bad row (task 18)" in eps[0].error
     assert "returned 'not a number'" in eps[1].error and eps[1].reward == -1.0
 

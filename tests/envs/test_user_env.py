@@ -12,10 +12,11 @@ import pytest
 import yaml
 from conftest import TINY_OVERRIDES
 
-from esopt.agent.rollout import rollout
+from esopt.agent.rollout import RolloutSettings, rollout
 from esopt.cli import main
 from esopt.config import ConfigError, load_config
 from esopt.envs import TextEnv
+from esopt.models.decode import DecodeOptions
 from esopt.envs.spec import SEED_SPLITS, SeedTasks, resolve
 
 HERE = Path(__file__).parent
@@ -121,7 +122,7 @@ def counting_env(turns_to_end: int = 0):
 class Echo:
     tokens_generated = 0
 
-    def generate(self, convs, max_new_tokens, sampling, seed=0, **kw):
+    def generate(self, convs, options, **kw):
         return ["x"] * len(convs)
 
 
@@ -130,11 +131,11 @@ def test_an_env_that_never_ends_is_truncated_at_max_turns():
     envs[3].max_turns = 2  # its own limit, used when env.max_turns is not set
     from esopt.agent.rollout import AgentContext
 
-    eps = rollout(Echo(), envs[:3], ["a", "b", "c"], ["go"] * 3, AgentContext(), 4, max_turns=(4, 10))
+    eps = rollout(Echo(), envs[:3], ["a", "b", "c"], ["go"] * 3, AgentContext(), RolloutSettings(DecodeOptions(4), max_turns=(4, 10)))
     assert [len(e.turns) for e in eps] == [4, 2, 4]
     assert [e.truncated for e in eps] == [True, False, True] and all(e.done for e in eps)
     assert eps[0].reward == pytest.approx(2.0) and envs[0].closed and not envs[1].closed
-    eps = rollout(Echo(), [envs[3], Endless()], ["d", "e"], ["go"] * 2, AgentContext(), 4, max_turns=(None, 3))
+    eps = rollout(Echo(), [envs[3], Endless()], ["d", "e"], ["go"] * 2, AgentContext(), RolloutSettings(DecodeOptions(4), max_turns=(None, 3)))
     assert [len(e.turns) for e in eps] == [2, 3] and all(e.truncated for e in eps)
 
 
@@ -142,7 +143,8 @@ def test_an_env_that_raises_or_answers_nonsense_fails_its_episode_only():
     from esopt.agent.rollout import AgentContext
 
     envs = [Endless(fail_at=2), Endless(bad_at=1), Endless(turns_to_end=3)]
-    eps = rollout(Echo(), envs, ["a", "b", "c"], ["go"] * 3, AgentContext(), 4, failure_reward=-1.0, max_turns=(5, 10))
+    eps = rollout(Echo(), envs, ["a", "b", "c"], ["go"] * 3, AgentContext(),
+                  RolloutSettings(DecodeOptions(4), failure_reward=-1.0, max_turns=(5, 10)))
     assert "the env broke" in eps[0].error and eps[0].reward == -1.0
     assert "a TextEnv's step returns (observation: str, reward: float" in eps[1].error and eps[1].reward == -1.0
     assert eps[2].error is None and len(eps[2].turns) == 3 and eps[2].reward == pytest.approx(1.5)

@@ -7,9 +7,10 @@ import sys
 
 import pytest
 
-from esopt.agent.rollout import AgentContext, rollout
+from esopt.agent.rollout import AgentContext, RolloutSettings, rollout
 from esopt.config import ConfigError, load_config
 from esopt.envs.base import TextEnv
+from esopt.models.decode import DecodeOptions
 
 pytest.importorskip("browsergym.core")
 
@@ -133,7 +134,7 @@ class _EchoPolicy:
     def __init__(self):
         self.batches = []
 
-    def generate(self, convs, max_new_tokens, sampling, seed=0, **_):
+    def generate(self, convs, options, **_):
         self.batches.append(len(convs))
         return ["ok"] * len(convs)
 
@@ -143,7 +144,7 @@ def test_rollout_starts_lazy_episodes_at_most_max_live_at_once():
     envs = [_LazyEnv(n, turns=1 + k % 3) for k, n in enumerate(names)]
     _LazyEnv.live = _LazyEnv.most = 0
     policy = _EchoPolicy()
-    eps = rollout(policy, envs, names, [None] * len(envs), AgentContext(), 4, max_live=2, failure_reward=-1.0)
+    eps = rollout(policy, envs, names, [None] * len(envs), AgentContext(), RolloutSettings(DecodeOptions(4), failure_reward=-1.0, max_live=2))
     assert _LazyEnv.most == 2 and max(policy.batches) == 2
     assert [ep.observation0 for ep in eps] == ["start a", "start b", "", "start c", "start d", "start e"]
     bad = eps[2]
@@ -236,7 +237,7 @@ def test_a_crashed_browser_fails_one_episode_and_the_next_gets_a_new_one(browser
         env.step("click('12')")
     assert not env.live
     other = browser_env("miniwob.click-button", max_turns=1)
-    eps = rollout(policy, [other], ["t"], [None], AgentContext(), 4, max_live=1)
+    eps = rollout(policy, [other], ["t"], [None], AgentContext(), RolloutSettings(DecodeOptions(4), max_live=1))
     assert eps[0].error is None and eps[0].done and eps[0].observation0.startswith("Goal: ")
 
 

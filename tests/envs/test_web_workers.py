@@ -5,7 +5,8 @@ import signal
 
 import pytest
 
-from esopt.agent.rollout import AgentContext, call_envs, rollout
+from esopt.agent.rollout import AgentContext, RolloutSettings, call_envs, rollout
+from esopt.models.decode import DecodeOptions
 from esopt.envs import make
 from esopt.envs.sudoku import generate_puzzle
 from esopt.envs.browser.workers import RemoteEnv, WorkerDied, WorkerError, close_worker_pools, worker_pool
@@ -23,7 +24,7 @@ class FirstBlankPolicy:
     def __init__(self):
         self.batches = []
 
-    def generate(self, convs, max_new_tokens, sampling, seed=0, **_):
+    def generate(self, convs, options, **_):
         self.batches.append(len(convs))
         replies = []
         for conv in convs:
@@ -44,7 +45,7 @@ def _kwargs(k):
 
 def _play(envs):
     return rollout(FirstBlankPolicy(), envs, [f"p{k}" for k in range(len(envs))], [None] * len(envs),
-                   AgentContext(), max_new_tokens=8, max_live=4)
+                   AgentContext(), RolloutSettings(DecodeOptions(8), max_live=4))
 
 
 def test_worker_episodes_equal_in_process_episodes():
@@ -71,8 +72,8 @@ def test_an_error_in_a_worker_fails_that_episode_only():
     envs = [RemoteEnv(worker_pool(2), "sudoku", **_kwargs(0)),
             RemoteEnv(worker_pool(2), "sudoku", no_such_argument=1),
             RemoteEnv(worker_pool(2), "sudoku", **_kwargs(2))]
-    eps = rollout(FirstBlankPolicy(), envs, ["a", "b", "c"], [None] * 3, AgentContext(), max_new_tokens=8,
-                  failure_reward=-1.0)
+    eps = rollout(FirstBlankPolicy(), envs, ["a", "b", "c"], [None] * 3, AgentContext(),
+                  RolloutSettings(DecodeOptions(8), failure_reward=-1.0))
     assert eps[1].error and "no_such_argument" in eps[1].error and "browser worker" in eps[1].error
     assert eps[1].reward == -1.0 and eps[1].done
     assert eps[0].error is None and eps[2].error is None and eps[0].turns and eps[2].turns

@@ -192,17 +192,18 @@ def test_compiled_decoding_reads_in_place_perturbations(esopt_cache, dtype="floa
     reads the perturbed weights), and again after restore. float32 only: in bfloat16 attention over a
     static cache sums in another order, and a tiny random model's near-tied logits then flip."""
     from esopt.models import HFPolicy, load_model
+    from esopt.models.decode import DecodeOptions
 
     model, tok = load_model("tiny-llama", dtype, DEVICE)
     eager, compiled = HFPolicy(model, tok, decode="dynamic"), HFPolicy(model, tok, decode="compiled")
     convs = [[{"role": "user", "content": f"cell {i} " * (1 + i % 3)}] for i in range(5)]
     pert = Perturber(model)
-    base = eager.generate(convs, 12)
+    base = eager.generate(convs, DecodeOptions(12))
     for _ in range(2):  # the second call replays what the first one compiled and captured
-        assert compiled.generate(convs, 12) == base
+        assert compiled.generate(convs, DecodeOptions(12)) == base
     corr = pert.perturb(seed=3, scale=0.5)
-    moved = eager.generate(convs, 12)
+    moved = eager.generate(convs, DecodeOptions(12))
     assert moved != base  # the perturbation changes the replies (the comparison can fail)
-    assert compiled.generate(convs, 12) == moved
+    assert compiled.generate(convs, DecodeOptions(12)) == moved
     pert.restore(seed=3, scale=0.5, corrections=corr)
-    assert compiled.generate(convs, 12) == base
+    assert compiled.generate(convs, DecodeOptions(12)) == base

@@ -23,7 +23,7 @@ def reward(model) -> float:
         return float(model(PROBE).logits[0, -1, :16].sum())
 
 
-def probe_rollout(policy, envs, ids, obs, cfg, seed, on_turn=None, row_context=None, row_groups=None, context=None):
+def probe_rollout(policy, envs, ids, obs, cfg, seed, on_turn=None, rows=None, context=None):
     """The whole rollout replaced: each episode's reward is `reward` of the member's weights."""
     r = reward(policy.model)
     return [Episode(task=i, observation0=o, reward=r, done=True) for i, o in zip(ids, obs)]

@@ -7,7 +7,7 @@ from transformers.cache_utils import DynamicLayer
 
 from esopt.models import HFPolicy, load_model
 from esopt.models.kvgrow import GrowingLayer, growing_cache
-from esopt.models.policy import Sampling
+from esopt.models.decode import DecodeOptions, Sampling
 
 
 def _states(g, b, n):
@@ -92,9 +92,9 @@ def test_generation_is_the_same_with_and_without_growing_caches(esopt_cache, ali
         old = HFPolicy(model, tok, grow_cache=False, **kwargs)
         new = Recorder(model, tok, **kwargs)
         ids_old, ids_new = [], []
-        assert old.generate(convs, 10, token_ids=ids_old) == new.generate(convs, 10, token_ids=ids_new)
+        assert old.generate(convs, DecodeOptions(10), token_ids=ids_old) == new.generate(convs, DecodeOptions(10), token_ids=ids_new)
         assert ids_old == ids_new
-        assert old.generate(convs, 10, s, seed=3) == new.generate(convs, 10, s, seed=3)
+        assert old.generate(convs, DecodeOptions(10, s, seed=3)) == new.generate(convs, DecodeOptions(10, s, seed=3))
         assert new.kinds and all(k == {"GrowingLayer"} for k in new.kinds)
     old, new = HFPolicy(model, tok, batch_size=3, grow_cache=False), Recorder(model, tok, batch_size=3)
     plain = play(old, "auto", record_ids=True)

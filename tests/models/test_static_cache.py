@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from esopt.models import HFPolicy, load_model
-from esopt.models.policy import Sampling
+from esopt.models.decode import DecodeOptions, RowWeights, Sampling
 from esopt.models.static import BUCKET, StaticCaches, capacity
 
 from test_kvgrow import Recorder
@@ -24,7 +24,7 @@ def test_static_caches_give_the_dynamic_paths_greedy_replies(esopt_cache, alias,
         old = HFPolicy(model, tok, **kwargs)
         new = Recorder(model, tok, decode=decode, **kwargs)
         ids_old, ids_new = [], []
-        assert old.generate(convs, 10, token_ids=ids_old) == new.generate(convs, 10, token_ids=ids_new)
+        assert old.generate(convs, DecodeOptions(10), token_ids=ids_old) == new.generate(convs, DecodeOptions(10), token_ids=ids_new)
         assert ids_old == ids_new
         assert new.kinds and all(k == {"StaticLayer"} for k in new.kinds)
     old, new = HFPolicy(model, tok, batch_size=3), Recorder(model, tok, batch_size=3, decode=decode)
@@ -47,7 +47,7 @@ def test_static_caches_under_low_rank_side_terms(esopt_cache):
     def row_context(idx):
         return lr.side_terms([3, 4], [0.05, -0.05], rows[idx])
 
-    extra = {"row_context": row_context, "row_groups": rows.tolist()}
+    extra = {"rows": RowWeights(row_context, rows.tolist())}
     plain = play(HFPolicy(model, tok, batch_size=3), "auto", **extra)
     assert play(HFPolicy(model, tok, batch_size=3, decode="compiled"), "auto", **extra) == plain
     assert plain != play(HFPolicy(model, tok, batch_size=3), "auto")  # the side terms changed the replies
@@ -67,9 +67,9 @@ def test_compiled_decoding_reuses_one_cache_per_shape(esopt_cache):
     assert StaticCaches(model.config).get(4, 100) is not StaticCaches(model.config).get(4, 100)
     policy = HFPolicy(model, tok, decode="compiled")
     convs = [[{"role": "user", "content": f"cell {i}"}] for i in range(3)]
-    first = policy.generate(convs, 6)
+    first = policy.generate(convs, DecodeOptions(6))
     kept = list(policy.static._pool.values())
-    assert policy.generate(convs, 6) == first and list(policy.static._pool.values()) == kept
+    assert policy.generate(convs, DecodeOptions(6)) == first and list(policy.static._pool.values()) == kept
 
 
 def test_decode_setting(esopt_cache):
@@ -88,5 +88,5 @@ def test_sampled_replies_are_the_dynamic_paths(esopt_cache):
     model, tok = load_model("tiny-qwen2")
     convs = [[{"role": "user", "content": f"row {i} " * (i + 1)}] for i in range(4)]
     s = Sampling(temperature=1.0)
-    assert HFPolicy(model, tok).generate(convs, 8, s, seed=5) == HFPolicy(model, tok, decode="static").generate(
-        convs, 8, s, seed=5)
+    assert HFPolicy(model, tok).generate(convs, DecodeOptions(8, s, seed=5)) == HFPolicy(
+        model, tok, decode="static").generate(convs, DecodeOptions(8, s, seed=5))

@@ -16,8 +16,8 @@ class ScriptedPolicy:
 
     tokens_generated = 0
 
-    def generate(self, convs, max_new_tokens, sampling=None, seed=0, **kwargs):
-        rng = random.Random(seed)
+    def generate(self, convs, options, **kwargs):
+        rng = random.Random(options.seed)
         replies = []
         for conv in convs:
             obs = conv[-1]["content"]

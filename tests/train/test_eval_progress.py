@@ -25,7 +25,7 @@ class Recorder:
 
 
 class Nonsense:
-    def generate(self, conversations, max_new_tokens, sampling, seed=0, **kw):
+    def generate(self, conversations, options, **kw):
         return ["nonsense"] * len(conversations)
 
 

@@ -134,12 +134,12 @@ def test_run_folder_contents(tiny_cfg):
         RunDir.create(tr.cfg)
 
 
-def forward_reward_rollout(policy, envs, ids, obs, cfg, seed, on_turn=None, row_context=None, row_groups=None):
+def forward_reward_rollout(policy, envs, ids, obs, cfg, seed, on_turn=None, rows=None):
     """Reward from a forward pass of each episode's row: works for side-term (low-rank) members."""
     tokens = torch.arange(3, 13).view(1, -1)
     out = []
     for i, (task, o) in enumerate(zip(ids, obs)):
-        with torch.no_grad(), row_context([i]):
+        with torch.no_grad(), rows.context([i]):
             r = float(policy.model(tokens).logits[0, -1, :16].sum())
         out.append(Episode(task=task, observation0=o, reward=r, done=True))
     return out

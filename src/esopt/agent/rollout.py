@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import math
 import traceback
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
-from ..models.policy import DecodeAborted, Sampling
+from ..models.decode import Caches, DecodeOptions, RowWeights
+from ..models.policy import DecodeAborted
 
 
 @dataclass
@@ -55,126 +56,151 @@ class AgentContext:
         return msgs
 
 
-def rollout(policy, envs, tasks: list[str], observations: list[str], context: AgentContext | list[AgentContext],
-            max_new_tokens: int, sampling: Sampling = Sampling(), seed: int = 0,
-            failure_reward: float = 0.0, on_turn=None, row_context=None, record_ids: bool = False,
-            row_groups: list | None = None, max_live: int | None = None,
-            kv_reuse: str = "auto", max_turns: int | tuple | None = None, abort=None) -> list[Episode]:
-    """Play every env to the end. An env comes already reset with its first observation, or
-    with None in ``observations``: then it is reset when its episode starts, and at most
-    ``max_live`` episodes (None: all) are under way at once; the next waiting one starts as
-    soon as one ends (browser episodes hold a page each while they run).
+@dataclass(frozen=True)
+class RolloutSettings:
+    """How episodes are played, besides the agent's context: built once from the config
+    (train/evaluate.py rollout_settings) and passed whole.
 
-    row_context(episode indices) -> context manager, if given, wraps each batched
-    generation of those episodes (low-rank members: one member per row); row_groups
-    (one id per episode, e.g. its member) lets episodes with equal ids share one
-    encoding of the common prompt prefix.
-    record_ids: each turn also keeps `prompt_ids` and `token_ids`, the exact prompt
-    and generated tokens (the policy must accept generate(..., token_ids=list)).
+    decode: how each turn's replies are decoded (its seed is the rollout's: turn k decodes with
+    seed + 7919 k); failure_reward: an episode that fails ends with it; max_live: episodes under way
+    at once (None: all); kv_reuse: auto keeps each episode's keys/values across its turns when history
+    is full and the policy offers new_turn_cache() (agent.kv_reuse; models/turncache.py), so a turn
+    encodes only its new tokens; off re-encodes every prompt; max_turns: the turn limit, an int, or
+    (env.max_turns or None, default): the configured limit, else each env's own ``max_turns``, else the
+    default; record_ids: each turn also keeps `prompt_ids` and `token_ids`, the exact prompt and
+    generated tokens (for training on them: GRPO)."""
+
+    decode: DecodeOptions = DecodeOptions()
+    failure_reward: float = 0.0
+    max_live: int | None = None
+    kv_reuse: str = "auto"
+    max_turns: int | tuple | None = None
+    record_ids: bool = False
+
+    def seeded(self, seed: int) -> "RolloutSettings":
+        """The same settings with the decoding seed `seed`."""
+        return replace(self, decode=self.decode.but(seed=seed))
+
+
+def rollout(policy, envs, tasks: list[str], observations: list[str], context: AgentContext | list[AgentContext],
+            settings: RolloutSettings = RolloutSettings(), rows: RowWeights | None = None, on_turn=None,
+            abort=None) -> list[Episode]:
+    """Play every env to the end, as ``settings`` says. An env comes already reset with its first
+    observation, or with None in ``observations``: then it is reset when its episode starts, and at most
+    ``settings.max_live`` episodes are under way at once; the next waiting one starts as soon as one
+    ends (browser episodes hold a page each while they run).
+
     context: one AgentContext for every episode, or a list with one per episode (members that
     play different contexts in one batch; they must agree on history and window).
-    kv_reuse: auto keeps each episode's keys/values across its turns when history is
-    full and the policy offers new_turn_cache() (agent.kv_reuse; models/turncache.py),
-    so a turn encodes only its new tokens; off re-encodes every prompt. The cache is
-    made here and dropped on return: it holds keys/values of this call's weights only.
-    max_turns: the turn limit, an int, or (env.max_turns or None, default): the configured
-    limit, else each env's own ``max_turns``, else the default. An episode still running
-    there is truncated (recorded as such) whatever the env says.
+    rows (RowWeights), if given: episode i plays under the weights rows.context([i]) puts in place (low-rank
+    members: one member per row); rows.groups (one id per episode, e.g. its member) lets episodes with
+    equal ids share one encoding of the common prompt prefix.
+    Caches live only in this call: the per-episode keys/values (settings.kv_reuse) and the shared prompt
+    prefix (system prompt, examples) encoded once per rollout, not once per turn; they hold keys/values
+    of this call's weights only and are dropped on return.
+    An episode still running at its turn limit is truncated (recorded as such) whatever the env says.
     on_turn(turn, done, played), if given, is called after every turn: the turns so far, the
     episodes finished, and the episodes that played this turn.
     abort() -> bool, if given, is asked before every turn and at every decode step: once it is true the
     rollout stops there and raises models.policy.DecodeAborted (an evaluation that a Ctrl-C ends).
     """
-    if kv_reuse not in ("auto", "off"):
-        raise ValueError(f"agent.kv_reuse must be auto or off, got {kv_reuse!r}")
+    if settings.kv_reuse not in ("auto", "off"):
+        raise ValueError(f"agent.kv_reuse must be auto or off, got {settings.kv_reuse!r}")
     context = list(context) if isinstance(context, (list, tuple)) else [context] * len(envs)
     if len(context) != len(envs) or len({(c.history, c.window) for c in context}) > 1:
         raise ValueError(f"rollout needs one context or one per episode ({len(envs)}), all with the same history "
                          f"and window; got {len(context)}")
-    turn_cache = None
-    if kv_reuse == "auto" and envs and context[0].history == "full" and hasattr(policy, "new_turn_cache"):
-        turn_cache = policy.new_turn_cache()
-    # the shared prompt prefix (system prompt, examples) encoded once per rollout, not once per turn: the
-    # weights do not change within this call (models/prefix.py PrefixStore); dropped on return
-    prefix_store = policy.new_prefix_store() if hasattr(policy, "new_prefix_store") else None
+    turns = None
+    if settings.kv_reuse == "auto" and envs and context[0].history == "full" and hasattr(policy, "new_turn_cache"):
+        turns = policy.new_turn_cache()
+    # the weights do not change within this call: what is encoded under them may be reused until it returns
+    prefixes = policy.new_prefix_store() if hasattr(policy, "new_prefix_store") else None
+    game = _Game(policy, envs, context, settings, Caches(turns, None, prefixes))
     try:
-        return _play(policy, envs, tasks, observations, context, max_new_tokens, sampling, seed, failure_reward,
-                     on_turn, row_context, record_ids, row_groups, turn_cache, max_live, max_turns, prefix_store,
-                     abort)
+        return game.play(tasks, observations, rows, on_turn, abort)
     finally:
-        if turn_cache is not None:
-            turn_cache.disable("rollout ended")  # frees every episode's keys/values
+        if turns is not None:
+            turns.disable("rollout ended")  # frees every episode's keys/values
 
 
-def _play(policy, envs, tasks, observations, context, max_new_tokens, sampling, seed, failure_reward, on_turn,
-          row_context, record_ids, row_groups, turn_cache, max_live, max_turns, prefix_store=None,
-          abort=None) -> list[Episode]:
-    episodes = [Episode(task=t, observation0=o or "") for t, o in zip(tasks, observations)]
-    limits = [turn_limit(env, max_turns) for env in envs]
-    current = list(observations)
-    waiting = [i for i, o in enumerate(observations) if o is None][::-1]  # popped from the end: in order
-    past: list[list[tuple[str, str]]] = [[] for _ in envs]
-    turn = 0
-    while True:
-        live = [i for i, ep in enumerate(episodes) if not ep.done and current[i] is not None]
-        starting = []
-        while waiting and (max_live is None or len(live) + len(starting) < max_live):
-            starting.append(waiting.pop())
-        for i, result in call_envs(envs, starting, "reset", [()] * len(starting)).items():
+class _Game:
+    """One rollout's episodes, turn by turn (rollout's docstring)."""
+
+    def __init__(self, policy, envs, context, settings: RolloutSettings, caches: Caches):
+        self.policy, self.envs, self.context, self.settings, self.caches = policy, envs, context, settings, caches
+        self.limits = [turn_limit(env, settings.max_turns) for env in envs]
+
+    def play(self, tasks, observations, rows, on_turn, abort) -> list[Episode]:
+        envs, s = self.envs, self.settings
+        episodes = [Episode(task=t, observation0=o or "") for t, o in zip(tasks, observations)]
+        current = list(observations)
+        waiting = [i for i, o in enumerate(observations) if o is None][::-1]  # popped from the end: in order
+        past: list[list[tuple[str, str]]] = [[] for _ in envs]
+        turn = 0
+        while True:
+            live = [i for i, ep in enumerate(episodes) if not ep.done and current[i] is not None]
+            starting = []
+            while waiting and (s.max_live is None or len(live) + len(starting) < s.max_live):
+                starting.append(waiting.pop())
+            live += self._start(starting, episodes, current)
+            live.sort()
+            if not live:
+                return episodes
+            if abort is not None and abort():
+                raise DecodeAborted
+            convs = [self.context[i].conversation(past[i], current[i]) for i in live]
+            ids: list | None = [] if s.record_ids else None
+            turns = self.caches.turns
+            caches = Caches(turns, live if turns is not None else None, self.caches.prefixes)
+            replies = self.policy.generate(convs, s.decode.but(seed=s.decode.seed + 7919 * turn),
+                                           rows=None if rows is None else rows.of(live), caches=caches,
+                                           token_ids=ids, abort=abort)
+            self._step(live, replies, ids, episodes, current, past)
+            if turns is not None:  # finished episodes free their keys/values
+                turns.drop([i for i in live if episodes[i].done])
+            turn += 1
+            if on_turn:
+                on_turn(turn, sum(ep.done for ep in episodes), len(live))
+
+    def _start(self, starting: list[int], episodes: list[Episode], current: list) -> list[int]:
+        """Reset the envs of episodes that start now; the ones that started (a failed reset ends its episode)."""
+        started = []
+        for i, result in call_envs(self.envs, starting, "reset", [()] * len(starting)).items():
             result = checked(result, "reset")
             if isinstance(result, EnvFailure):
                 episodes[i].error = result.traceback
-                episodes[i].reward, episodes[i].done = failure_reward, True
+                episodes[i].reward, episodes[i].done = self.settings.failure_reward, True
             else:
                 current[i] = episodes[i].observation0 = result[0]
-                limits[i] = turn_limit(envs[i], max_turns)  # an env may set its limit in reset
-                live.append(i)
-        live.sort()
-        if not live:
-            return episodes
-        convs = [context[i].conversation(past[i], current[i]) for i in live]
-        ctx = None if row_context is None else (lambda idx, live=live: row_context([live[k] for k in idx]))
-        ids: list = []
-        extra = ({"row_context": ctx} if ctx else {}) | ({"token_ids": ids} if record_ids else {})
-        if ctx and row_groups is not None:
-            extra["row_groups"] = [row_groups[i] for i in live]
-        if turn_cache is not None:
-            extra |= {"turn_cache": turn_cache, "cache_keys": live}
-        if prefix_store is not None:
-            extra["prefix_store"] = prefix_store
-        if abort is not None:
-            if abort():
-                raise DecodeAborted
-            extra["abort"] = abort
-        replies = policy.generate(convs, max_new_tokens, sampling, seed=seed + 7919 * turn, **extra)
-        stepped = call_envs(envs, live, "step", [(r,) for r in replies])
+                self.limits[i] = turn_limit(self.envs[i], self.settings.max_turns)  # an env may set its limit in reset
+                started.append(i)
+        return started
+
+    def _step(self, live: list[int], replies: list[str], ids, episodes: list[Episode], current: list, past) -> None:
+        """Each live episode's reply stepped in its env, and the turn recorded."""
+        stepped = call_envs(self.envs, live, "step", [(r,) for r in replies])
         for k, (i, reply) in enumerate(zip(live, replies)):
             ep = episodes[i]
             result = checked(stepped[i], "step")
             if isinstance(result, EnvFailure):  # the turn stays in the record: the reply that made it fail
                 ep.turns.append({"response": reply, "action": None, "feedback": None, "reward": None, "failed": True})
                 ep.error = result.traceback
-                ep.reward, ep.done = failure_reward, True
+                ep.reward, ep.done = self.settings.failure_reward, True
                 continue
             obs, reward, terminated, truncated, info = result
             ep.turns.append({"response": reply, "action": info.get("action"), "feedback": info.get("feedback"),
                              "reward": reward, **info.get("record", {})})
-            if record_ids:
+            if ids is not None:
                 ep.turns[-1]["prompt_ids"], ep.turns[-1]["token_ids"] = ids[k]
             ep.reward += float(reward)
             past[i].append((current[i], reply))
             current[i] = obs
-            over_limit = limits[i] is not None and len(ep.turns) >= limits[i] and not terminated
+            over_limit = self.limits[i] is not None and len(ep.turns) >= self.limits[i] and not terminated
             if terminated or truncated or over_limit:
                 ep.done, ep.solved = True, bool(info.get("solved", False))
                 ep.truncated = bool(truncated or over_limit) and not terminated
                 if over_limit and not truncated:
-                    close_quietly(envs[i])
-        if turn_cache is not None:  # finished episodes free their keys/values
-            turn_cache.drop([i for i in live if episodes[i].done])
-        turn += 1
-        if on_turn:
-            on_turn(turn, sum(ep.done for ep in episodes), len(live))
+                    close_quietly(self.envs[i])
 
 
 def turn_limit(env, max_turns) -> int | None:

@@ -10,6 +10,7 @@ Perturber.apply_update for the step, and a History whose records replay the fina
 from __future__ import annotations
 
 from ..es.build import make_perturber
+from ..models.decode import DecodeOptions
 from ..es.history import History
 from ..es.perturb import weights_hash
 from ..es.step import ESStep
@@ -24,15 +25,17 @@ class ModelProposer:
     member's prompt in a call of its own under its perturbation (perturber required then)."""
 
     def __init__(self, policy, max_new_tokens: int, sampling, perturber=None, stop=None):
-        self.policy, self.max_new_tokens, self.sampling, self.perturber = policy, max_new_tokens, sampling, perturber
-        self.stop = stop  # stop(reply_so_far) -> bool: end a reply early (code.block_done: after the code)
+        self.policy, self.perturber = policy, perturber
+        # stop(reply_so_far) -> bool: end a reply early (code.block_done: after the code); each call decodes with
+        # its slot's sample seed
+        self.options = DecodeOptions(max_new_tokens, sampling, stop_when=stop)
 
     def propose(self, prompts: list[str], slots: list) -> list[str]:
         out: list = [None] * len(prompts)
         plain = [i for i, slot in enumerate(slots) if slot.seed is None]
         if plain:
-            texts = self.policy.generate([conversation(prompts[i]) for i in plain], self.max_new_tokens,
-                                         self.sampling, seed=slots[plain[0]].sample_seed, stop=self.stop)
+            texts = self.policy.generate([conversation(prompts[i]) for i in plain],
+                                         self.options.but(seed=slots[plain[0]].sample_seed))
             for i, text in zip(plain, texts):
                 out[i] = text
         for i, (prompt, slot) in enumerate(zip(prompts, slots)):
@@ -41,8 +44,7 @@ class ModelProposer:
             if self.perturber is None:
                 raise RuntimeError("a slot names an ES member but the proposer has no perturber")
             with self.perturber.perturbed(slot.seed, slot.sigma, slot.sign):
-                out[i] = self.policy.generate([conversation(prompt)], self.max_new_tokens, self.sampling,
-                                              seed=slot.sample_seed, stop=self.stop)[0]
+                out[i] = self.policy.generate([conversation(prompt)], self.options.but(seed=slot.sample_seed))[0]
         return out
 
 

@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
 
 import torch
 
 from .kvgrow import growing_cache
+from .decode import Caches, DecodeOptions, RowWeights, Sampling  # noqa: F401 (Sampling: its import path before decode.py)
 from .prefix import CACHE_KWARG, MIN_SHARED_PREFIX, PrefixStore, common_prefix_len, expand_cache, pad_between, pad_left
 from .static import DECODES, StaticCaches, load
 from .turncache import TurnCache
@@ -14,13 +14,6 @@ from .turncache import TurnCache
 
 class DecodeAborted(Exception):
     """generate's ``abort()`` became true: its decoding stopped there and returned nothing."""
-
-
-@dataclass(frozen=True)
-class Sampling:
-    temperature: float = 0.0  # 0 = greedy
-    top_p: float = 1.0
-    top_k: int = 0
 
 
 class HFPolicy:
@@ -42,7 +35,6 @@ class HFPolicy:
         self.tokens_generated = 0
         self.tokens_prefilled = 0  # prompt tokens encoded (a shared prefix once per batch; cached tokens not at all)
 
-
     @classmethod
     def for_agent(cls, model, tokenizer, agent) -> "HFPolicy":
         """The policy an AgentConfig (cfg.agent) asks for: its batch size and decode mode."""
@@ -52,63 +44,38 @@ class HFPolicy:
         return [self.tokenizer.apply_chat_template(c, add_generation_prompt=True, tokenize=False) for c in conversations]
 
     @torch.inference_mode()
-    def generate(self, conversations: list[list[dict]], max_new_tokens: int, sampling: Sampling = Sampling(), seed: int = 0,
-                 row_context=None, token_ids: list | None = None, row_groups: list | None = None,
-                 turn_cache: TurnCache | None = None, cache_keys: list | None = None, stop=None,
-                 prefix_store: PrefixStore | None = None, abort=None, tails: list | None = None,
-                 ignore_eos: bool = False) -> list[str]:
-        """One reply per conversation; left-padded batches, KV cache, stop at end of turn.
+    def generate(self, conversations: list[list[dict]], options: DecodeOptions, rows: RowWeights | None = None,
+                 caches: Caches | None = None, tails: list | None = None, token_ids: list | None = None,
+                 abort=None) -> list[str]:
+        """One reply per conversation, decoded as ``options`` says (models/decode.py); left-padded batches of
+        at most batch_size rows, KV cache, stop at end of turn.
 
-        row_context(indices) -> context manager, if given, wraps the generation of the
-        conversations at those indices (e.g. low-rank side terms with one member per row);
-        the shared-prefix cache is then off, as rows may run different weights, unless
-        row_groups says which rows share weights (e.g. the member of each row): the prefix
-        is then encoded once per group, under row_context of one row of that group.
-        token_ids, if a list is given, receives one (prompt ids, reply ids) pair per
-        conversation: the exact tokens decoded from and generated (up to and including
-        the end-of-turn token), for training on them (GRPO).
-        turn_cache (from new_turn_cache()) with cache_keys (one episode id per conversation):
-        each conversation's keys/values are kept there after its reply, and the next call
-        encodes only the tokens after what it has cached for that episode (models/turncache.py).
-        A batch where some row reuses a cache does not use the shared-prefix cache: rows with
-        nothing cached encode their whole prompt there.
-        stop(reply_so_far) -> bool, if given, ends a row's reply as soon as it returns True
-        (e.g. after a code block's closing fence); the reply keeps the text up to that token.
+        rows (RowWeights), if given: the rows run under different weights (e.g. low-rank side terms with one
+        member per row); the shared-prefix cache is then off, unless rows.groups says which rows share
+        weights: the prefix is then encoded once per group, under the weights of one row of that group.
+        caches (Caches): caches.turns with caches.keys (one episode id per conversation): each conversation's
+        keys/values are kept there after its reply, and the next call encodes only the tokens after what it
+        has cached for that episode (models/turncache.py); a batch where some row reuses a cache does not use
+        the shared-prefix cache. caches.prefixes (one per rollout: the weights must not change while it lives):
+        a shared prefix encoded by an earlier call is reused instead of encoded again.
+        tails, if given, are token ids appended to each conversation's prompt (a reply decoded so far, which
+        this call continues; with caches.turns, its keys/values are reused).
+        token_ids, if a list is given, receives one (prompt ids, reply ids) pair per conversation: the exact
+        tokens decoded from and generated (up to and including the end-of-turn token), for training on them.
         abort() -> bool, if given, is asked at every decode step: once it is true, decoding stops there and
         DecodeAborted is raised (a server's cancelled or overdue request, a stop asked for mid-decode).
-        tails, if given, are token ids appended to each conversation's prompt (a reply decoded so far, which
-        this call continues; with turn_cache, its keys/values are reused).
-        ignore_eos: every row decodes max_new_tokens tokens (the end-of-turn token is never drawn).
-        prefix_store (from new_prefix_store(), one per rollout: the weights must not change while it
-        lives): a shared prefix encoded by an earlier call is reused instead of encoded again.
         """
         texts = self.prompt_texts(conversations)
         out: list[str] = []
         for start in range(0, len(texts), self.batch_size):
             chunk = texts[start : start + self.batch_size]
-            extra = {}
-            if turn_cache is not None:
-                extra = {"turn_cache": turn_cache, "keys": list(cache_keys[start : start + len(chunk)])}
-            if stop is not None:
-                extra["stop"] = stop
-            if abort is not None:
-                if abort():
-                    raise DecodeAborted
-                extra["abort"] = abort
-            if ignore_eos:
-                extra["ignore_eos"] = True
-            if tails is not None:
-                extra["tails"] = tails[start : start + len(chunk)]
-            if prefix_store is not None and row_context is None:
-                extra["prefix_store"] = prefix_store
-            if row_context is None:
-                out.extend(self._generate_batch(chunk, max_new_tokens, sampling, seed + start, token_ids=token_ids,
-                                                **extra))
-            else:
-                groups = None if row_groups is None else list(row_groups[start : start + len(chunk)])
-                rows_ctx = (lambda local, start=start: row_context([start + i for i in local]))
-                out.extend(self._generate_batch(chunk, max_new_tokens, sampling, seed + start, token_ids=token_ids,
-                                                row_context=rows_ctx, groups=groups, **extra))
+            if abort is not None and abort():
+                raise DecodeAborted
+            out.extend(self._generate_batch(chunk, options.but(seed=options.seed + start),
+                                            None if rows is None else rows.rows(start, len(chunk)),
+                                            None if caches is None else caches.rows(start, len(chunk)),
+                                            None if tails is None else tails[start : start + len(chunk)],
+                                            token_ids, abort))
         return out
 
     def new_prefix_store(self) -> PrefixStore | None:
@@ -128,11 +95,14 @@ class HFPolicy:
         (or nothing: transformers makes its own)."""
         return {CACHE_KWARG: growing_cache(self.model.config, reserve)} if self.grow_cache else {}
 
-    def _generate_batch(self, texts, max_new_tokens, sampling, seed, token_ids=None, row_context=None, groups=None,
-                        turn_cache=None, keys=None, stop=None, prefix_store=None, abort=None, tails=None,
-                        ignore_eos=False):
-        """row_context(local row indices) wraps forwards of those rows; groups: rows with equal ids share weights;
-        turn_cache with keys: per-episode keys/values kept across turns."""
+    def _generate_batch(self, texts, options: DecodeOptions, weights: RowWeights | None, caches: Caches | None,
+                        tails, token_ids, abort):
+        """One batch of generate's (its arguments, for these rows, numbered from 0)."""
+        row_context, groups = (None, None) if weights is None else (weights.context, weights.groups)
+        turn_cache, keys, prefix_store = (None, None, None) if caches is None else \
+            (caches.turns, caches.keys, caches.prefixes)
+        max_new_tokens, sampling, seed = options.max_new_tokens, options.sampling, options.seed
+        stop, ignore_eos = options.stopper(), options.ignore_eos
         tok = self.tokenizer
         rows = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
         if tails is not None:

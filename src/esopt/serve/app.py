@@ -18,6 +18,7 @@ import json
 import threading
 import time
 
+from ..es.history import atomic_write_text
 from .protocol import ChatRequest, FinishPost, RewardPost, ServeError, chunks, parse
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -35,7 +36,7 @@ def needs_token(host: str) -> bool:
         return True
 
 
-def build_app(runner, token: str | None = None):
+def build_app(desk, token: str | None = None):
     from starlette.applications import Starlette
     from starlette.middleware import Middleware
     from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -46,7 +47,7 @@ def build_app(runner, token: str | None = None):
 
     async def body_of(request):
         """The body as JSON; past serve.max_body_bytes a 413 before more of it is read or parsed."""
-        limits = runner.limits
+        limits = desk.limits
         limits.check_length(request.headers.get("content-length"))
         from starlette.requests import ClientDisconnect
 
@@ -78,19 +79,19 @@ def build_app(runner, token: str | None = None):
         return await asyncio.wrap_future(future)
 
     async def models(request):
-        status = runner.status()
-        gen = runner.gen
+        status = desk.status()
+        gen = desk.gen
         names = ["center"] + ([f"member-{k}" for k in range(len(gen.members))] if gen is not None else [])
         return {"object": "list", "data": [{"id": n, "object": "model", "created": int(time.time()),
                                             "owned_by": "esopt", "generation": status["generation"]} for n in names]}
 
     async def chat(request):
         req = parse(ChatRequest, await body_of(request))
-        runner.limits.check_chat(req)
-        await asyncio.to_thread(runner.check_prompt, req)
-        job = runner.submit_chat(req)
+        desk.limits.check_chat(req)
+        await asyncio.to_thread(desk.check_prompt, req)
+        job = desk.submit_chat(req)
         answer = asyncio.wrap_future(job.future)
-        while not answer.done():  # a client that leaves has its decoding stopped (runner: _Job.gone)
+        while not answer.done():  # a client that leaves has its decoding stopped (scheduler: Job.gone)
             await asyncio.wait([answer], timeout=DISCONNECT_POLL_S)
             if not answer.done() and await request.is_disconnected():
                 job.gone.set()
@@ -103,19 +104,19 @@ def build_app(runner, token: str | None = None):
         return StreamingResponse(chunks(done, usage), media_type="text/event-stream")
 
     async def start(request):
-        return await asyncio.to_thread(runner.assignment)
+        return await asyncio.to_thread(desk.assignment)
 
     async def current(request):
-        return await asyncio.to_thread(runner.assignment, 0.0)
+        return await asyncio.to_thread(desk.assignment, 0.0)
 
     async def reward(request):
-        return runner.post_reward(parse(RewardPost, await body_of(request)))
+        return desk.post_reward(parse(RewardPost, await body_of(request)))
 
     async def finish(request):
-        return await wait(runner.submit_finish(parse(FinishPost, await body_of(request))))
+        return await wait(desk.submit_finish(parse(FinishPost, await body_of(request))))
 
     async def status(request):
-        return runner.status()
+        return desk.status()
 
     class Auth:
         """The token check, as plain ASGI: Starlette's BaseHTTPMiddleware wraps `receive`, and a request
@@ -161,10 +162,10 @@ class Server:
         self.server = self.thread = None
         self.url = self.info = None
 
-    def start(self, runner) -> None:
+    def start(self, desk) -> None:
         import uvicorn
 
-        config = uvicorn.Config(build_app(runner, self.token), host=self.host, port=self.port, log_level="warning",
+        config = uvicorn.Config(build_app(desk, self.token), host=self.host, port=self.port, log_level="warning",
                                 access_log=False, lifespan="off", timeout_graceful_shutdown=SHUTDOWN_S)
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, name="esopt-serve", daemon=True)
@@ -178,11 +179,12 @@ class Server:
         port = self.server.servers[0].sockets[0].getsockname()[1]
         host = f"[{self.host}]" if ":" in self.host else self.host
         self.url = f"http://{host}:{port}"
-        runner_run = runner.trainer.run.path
-        self.info = runner_run / "serve.json"  # removed again when the server stops
-        self.info.write_text(json.dumps({"url": self.url, "base_url": f"{self.url}/v1"}))
+        run_path = desk.run_path
+        self.info = run_path / "serve.json"  # removed again when the server stops
+        # whole or absent: a client waiting for the file never reads it half written
+        atomic_write_text(self.info, json.dumps({"url": self.url, "base_url": f"{self.url}/v1"}))
         self.log(f"[esopt] serving on {self.url}/v1 (members as models member-0.., the unperturbed weights as "
-                 f"center; ES routes under {self.url}/es); this address is also in {runner_run / 'serve.json'}")
+                 f"center; ES routes under {self.url}/es); this address is also in {run_path / 'serve.json'}")
 
     def stop(self) -> None:
         if self.server is not None:

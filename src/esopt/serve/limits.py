@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from ..models.decode import DecodeOptions, Sampling
 from .protocol import ChatRequest, RewardPost, ServeError
 
 # serve.max_tokens=0: this many times agent.max_new_tokens (a harness's turn may be longer than esopt's own), at
@@ -47,6 +48,11 @@ class Limits:
 
     def reply_tokens(self, req: ChatRequest) -> int:
         return req.max_completion_tokens or req.max_tokens or self.default_tokens
+
+    def decode_options(self, req: ChatRequest) -> DecodeOptions:
+        """How a request's replies are decoded (its seed aside: a batch decodes with its first request's)."""
+        return DecodeOptions(self.reply_tokens(req), Sampling(req.temperature, req.top_p), stop=tuple(req.stops()),
+                             ignore_eos=req.ignore_eos)
 
     def check_chat(self, req: ChatRequest) -> None:
         """The request's own fields against the limits (no tokenizing)."""

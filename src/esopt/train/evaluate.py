@@ -6,9 +6,9 @@ import time
 
 from tqdm import tqdm
 
-from ..agent.rollout import AgentContext, rollout, turn_limit
+from ..agent.rollout import AgentContext, RolloutSettings, rollout, turn_limit
 from ..envs.spec import resolve
-from ..models.policy import Sampling
+from ..models.decode import DecodeOptions, Sampling
 
 
 def sampling_of(agent_cfg) -> Sampling:
@@ -28,14 +28,22 @@ def turn_limit_of(cfg) -> tuple[int | None, int]:
     return cfg.env.max_turns, resolve(cfg.env.id).default_max_turns
 
 
-def run_episodes(policy, envs, ids, obs, cfg, seed: int, on_turn=None, row_context=None, row_groups=None,
-                 context=None, abort=None):
-    """context: None (the agent's configured one), an AgentContext, or one per episode (coevo); abort: rollout's."""
+def rollout_settings(cfg, sampling: Sampling | None = None, record_ids: bool = False) -> RolloutSettings:
+    """How the config's episodes are played (agent/rollout.py RolloutSettings): the agent's decoding (with
+    `sampling` instead of agent.sampling, if given), the run's failure reward, the env's turn limit and
+    live episodes, agent.kv_reuse."""
+    return RolloutSettings(DecodeOptions.of_agent(cfg.agent, sampling), failure_reward=cfg.run.failure_reward,
+                           max_live=max_live_of(cfg), kv_reuse=cfg.agent.kv_reuse, max_turns=turn_limit_of(cfg),
+                           record_ids=record_ids)
+
+
+def run_episodes(policy, envs, ids, obs, cfg, seed: int, on_turn=None, rows=None, context=None, abort=None):
+    """The config's episodes played with rollout (the default ``rollout_fn`` of a replica): rows (RowWeights):
+    rows under their members' weights; context: None (the agent's configured one), an AgentContext, or one per
+    episode (coevo); abort: rollout's."""
     context = AgentContext.from_config(cfg.agent) if context is None else context
-    return rollout(policy, envs, ids, obs, context, cfg.agent.max_new_tokens,
-                   sampling_of(cfg.agent), seed=seed, failure_reward=cfg.run.failure_reward, on_turn=on_turn,
-                   row_context=row_context, row_groups=row_groups, max_live=max_live_of(cfg),
-                   kv_reuse=cfg.agent.kv_reuse, max_turns=turn_limit_of(cfg), abort=abort)
+    return rollout(policy, envs, ids, obs, context, rollout_settings(cfg).seeded(seed), rows=rows, on_turn=on_turn,
+                   abort=abort)
 
 
 def mean_se(values: list[float]) -> tuple[float, float]:

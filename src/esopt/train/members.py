@@ -12,20 +12,15 @@ member per batch row.
 """
 from __future__ import annotations
 
+import contextlib
 import time
 import traceback
 
 import numpy as np
-import torch
 
 from ..utils.seeding import derive_seed
 from .loop import turn_progress
-
-
-def batched(perturber) -> bool:
-    """Whether members share one rollout: the perturber plays them as rows of one batch (low-rank
-    side terms, nothing perturbed in place)."""
-    return perturber.play_mode == "rows"
+from .member_weights import batched, member_weights
 
 
 def work_units(members: list, cfg, perturber, batch: int | None = None) -> list[list]:
@@ -52,14 +47,40 @@ def new_times() -> dict:
 
 def play_unit(replica, unit: list, sigma: float, t: int, population: int, times: dict, bar=None, contexts=None):
     """(rewards, trajectory records, {member index: traceback}) of one unit; weights restored.
-    contexts: one AgentContext per member of the unit (coevo), or None for the agent's own."""
+    contexts: one AgentContext per member of the unit (coevo), or None for the agent's own.
+    Batched low-rank members play one rollout together (one member per row); in the other play modes
+    the members play one after another, each under its own weights (train/member_weights.py)."""
     if batched(replica.perturber):
         seed = unit_rollout_seed(replica.cfg.run.seed, t, unit, population)
-        rewards, traj, err = play_rows(replica, unit, sigma, t, times, bar, seed, contexts)
-        return rewards, traj, ({str(m.index): err["all"] for m in unit} if err else {})
-    if replica.perturber.play_mode == "rows+others":
-        return play_lowrank_others(replica, unit, sigma, t, times, bar, contexts)
-    return play_sequential(replica, unit, sigma, t, times, bar, contexts)
+        return play_batch(replica, unit, sigma, t, times, seed, turn_progress(bar, f"gen {t}", _episodes(replica, unit)),
+                          contexts, bar)
+    rewards, traj, errors = [], [], {}
+    for k, m in enumerate(unit):
+        progress = _member_progress(replica, bar, m, t, rewards) if replica.perturber.play_mode == "in_place" else \
+            turn_progress(bar, f"gen {t}", _episodes(replica, [m]))
+        r, tr, err = play_batch(replica, [m], sigma, t, times, derive_seed("rollout", replica.cfg.run.seed, t, m.index),
+                                progress, None if contexts is None else [contexts[k]], bar)
+        rewards += r
+        traj += tr
+        errors.update(err)
+    return rewards, traj, errors
+
+
+def _episodes(replica, members: list) -> int:
+    return replica.cfg.es.episodes_per_member * len(members)
+
+
+def _member_progress(replica, bar, m, t: int, rewards: list):
+    """Full-rank members one after another: the bar shows the member, its episodes done, and the mean reward so far."""
+    if bar is None:
+        return None
+    so_far = f"{np.nanmean(rewards):.3f}" if rewards else "-"
+
+    def progress(turn, done, played=0):
+        bar.set_postfix_str(f"gen {t} member {m.index} episodes {done}/{replica.cfg.es.episodes_per_member} "
+                            f"reward {so_far}", refresh=False)
+
+    return progress
 
 
 def play_contexts(replica, members: list, t: int, times: dict, bar=None, contexts=None):
@@ -73,91 +94,22 @@ def play_contexts(replica, members: list, t: int, times: dict, bar=None, context
         groups.setdefault(repr(context), []).append(k)
     rewards, by_member, errors = [float("nan")] * len(members), {}, {}
     for ks in groups.values():
-        got, traj, err = play_rows(replica, [members[k] for k in ks], 0.0, t, times, bar, seed,
-                                   None if contexts is None else [contexts[k] for k in ks], side_terms=False)
+        got, traj, err = play_batch(replica, [members[k] for k in ks], None, t, times, seed,
+                                    turn_progress(bar, f"gen {t}", _episodes(replica, ks)),
+                                    None if contexts is None else [contexts[k] for k in ks], bar)
         for k, reward in zip(ks, got):
             rewards[k] = reward
             by_member[members[k].index] = [ep for ep in traj if ep["member"] == members[k].index]
-            if err:
-                errors[str(members[k].index)] = err["all"]
+            errors.update(err)
     return rewards, [ep for m in members for ep in by_member.get(m.index, [])], errors
 
 
-def play_member(replica, m, sigma: float, t: int, times: dict, progress=None, context=None):
-    """(reward, episodes, error traceback) of one member; the weights are restored whatever happens.
-    context: the member's AgentContext (coevo), None for the agent's own."""
-    cfg = replica.cfg
-    envs, ids, obs = replica.tasks.train(cfg.es.episodes_per_member, t)
-    extra = {} if context is None else {"context": context}
-    t0 = time.time()
-    marks = []
-    try:
-        with replica.perturber.perturbed(m.seed, sigma, m.sign):
-            marks.append(time.time())
-            episodes = replica.rollout_fn(replica.policy, envs, ids, obs, cfg,
-                                          seed=derive_seed("rollout", cfg.run.seed, t, m.index), on_turn=progress,
-                                          **extra)
-            marks.append(time.time())
-    except Exception:  # the member counts as the worst (NaN reward); the weights were restored
-        error = traceback.format_exc()
-        replica.log(f"[esopt] member {m.index} of generation {t} failed:\n{error}")
-        return float("nan"), [], error
-    finally:
-        end = time.time()
-        marks += [end] * (2 - len(marks))
-        times["perturb"] += marks[0] - t0
-        times["rollout"] += marks[1] - marks[0]
-        times["restore"] += end - marks[1]
-    return float(np.mean([ep.reward for ep in episodes])), episodes, None
-
-
-def play_sequential(replica, members, sigma: float, t: int, times: dict, bar=None, contexts=None):
-    """Full-rank noise: members one after another, each with perturbed weights."""
-    rewards, traj, errors = [], [], {}
-    for k, m in enumerate(members):
-        progress = None
-        if bar is not None:
-            so_far = f"{np.nanmean(rewards):.3f}" if rewards else "-"
-
-            def progress(turn, done, played=0, m=m, so_far=so_far):
-                bar.set_postfix_str(f"gen {t} member {m.index} episodes {done}/{replica.cfg.es.episodes_per_member} "
-                                    f"reward {so_far}", refresh=False)
-        reward, episodes, error = play_member(replica, m, sigma, t, times, progress,
-                                              None if contexts is None else contexts[k])
-        rewards.append(reward)
-        traj += [{"generation": t, "member": m.index, **ep.to_json()} for ep in episodes]
-        if error:
-            errors[str(m.index)] = error
-        if bar is not None:
-            bar.update(1)
-    return rewards, traj, errors
-
-
-def play_lowrank_others(replica, members, sigma: float, t: int, times: dict, bar=None, contexts=None):
-    """Low-rank noise with es.lowrank_others=full: each member's other tensors are perturbed in
-    place, so the members decode one after another (each batch holds one member's rows)."""
-    rewards, traj, errors = [], [], {}
-    for k, m in enumerate(members):
-        t0 = time.time()
-        with replica.perturber.others_perturbed(m.seed, sigma, m.sign):
-            t1 = time.time()
-            r, tr, err = play_rows(replica, [m], sigma, t, times, bar,  # records a failed rollout, never raises
-                                   derive_seed("rollout", replica.cfg.run.seed, t, m.index),
-                                   None if contexts is None else [contexts[k]])
-            t2 = time.time()
-        times["perturb"] += t1 - t0
-        times["restore"] += time.time() - t2
-        rewards += r
-        traj += tr
-        if err:
-            errors[str(m.index)] = err["all"]
-    return rewards, traj, errors
-
-
-def play_rows(replica, members, sigma: float, t: int, times: dict, bar, rollout_seed: int, contexts=None,
-              side_terms: bool = True):
-    """These members' episodes in one rollout, row j under its member's side terms (unless not
-    side_terms) and with its member's context (contexts: one per member; None: the agent's own)."""
+def play_batch(replica, members: list, sigma: float | None, t: int, times: dict, rollout_seed: int, progress=None,
+               contexts=None, bar=None):
+    """These members' episodes in one rollout, under their weights (member_weights: in place and/or as side terms
+    of their rows; sigma None: the weights as they are, coevo.mode=context) and each with its member's context
+    (contexts: one per member; None: the agent's own). (rewards, trajectory records, {member index: traceback}); a failed
+    rollout gives every member a NaN reward; the weights are restored whatever happens."""
     cfg = replica.cfg
     envs, ids, obs, row_member = [], [], [], []
     for k, _ in enumerate(members):
@@ -166,29 +118,34 @@ def play_rows(replica, members, sigma: float, t: int, times: dict, bar, rollout_
         ids += i
         obs += o
         row_member += [k] * len(e)
-    rows = torch.tensor(row_member)
-    seeds, scales = [m.seed for m in members], [m.sign * sigma for m in members]
-
-    def row_context(idx):
-        return replica.perturber.side_terms(seeds, scales, rows[idx])
-
-    extra = {"row_context": row_context, "row_groups": row_member} if side_terms else {}
+    extra = {}
     if contexts is not None:
-        extra["context"] = [contexts[k] for k in row_member]
-    progress = turn_progress(bar, f"gen {t}", len(envs))
+        extra["context"] = contexts[0] if len(members) == 1 else [contexts[k] for k in row_member]
     t0 = time.time()
+    marks = []
     try:
-        episodes = replica.rollout_fn(replica.policy, envs, ids, obs, cfg, seed=rollout_seed, on_turn=progress,
-                                      **extra)
-    except Exception:
+        weights = None if sigma is None else member_weights(replica.perturber, members, sigma, row_member)
+        with weights.in_place if weights is not None else contextlib.nullcontext():
+            marks.append(time.time())
+            if weights is not None and weights.rows is not None:
+                extra["rows"] = weights.rows
+            episodes = replica.rollout_fn(replica.policy, envs, ids, obs, cfg, seed=rollout_seed, on_turn=progress,
+                                          **extra)
+            marks.append(time.time())
+    except Exception:  # the members count as the worst (NaN reward); the weights were restored
         error = traceback.format_exc()
-        replica.log(f"[esopt] generation {t} rollout of members {[m.index for m in members]} failed:\n{error}")
-        return [float("nan")] * len(members), [], {"all": error}
+        who = f"member {members[0].index}" if len(members) == 1 else \
+            f"the rollout of members {[m.index for m in members]}"
+        replica.log(f"[esopt] {who} of generation {t} failed:\n{error}")
+        return [float("nan")] * len(members), [], {str(m.index): error for m in members}
     finally:
-        times["rollout"] += time.time() - t0
+        end = time.time()
+        marks += [end] * (2 - len(marks))
+        times["perturb"] += marks[0] - t0
+        times["rollout"] += marks[1] - marks[0]
+        times["restore"] += end - marks[1]
         if bar is not None:
             bar.update(len(members))
     rewards = [float(np.mean([ep.reward for ep, r in zip(episodes, row_member) if r == k])) for k in range(len(members))]
     traj = [{"generation": t, "member": members[r].index, **ep.to_json()} for ep, r in zip(episodes, row_member)]
     return rewards, traj, {}
-

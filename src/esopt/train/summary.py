@@ -25,15 +25,16 @@ def eval_splits(cfg, boundary: bool, generation: int = 0) -> list[str]:
 TRAJECTORY_PREFIX = {"heldout": "eval", "validation": "val"}  # trajectories/<prefix>_genNNNN.jsonl
 
 
-def record_eval(run: RunDir, policy, tasks, cfg, generation: int, log=print, unit: str = "generations",
-                boundary: bool = True, context=None, context_note: dict | None = None, play=None,
-                command: str = "esopt train") -> dict:
-    """Evaluation after `generation` updates, with the unperturbed weights: per split (eval_splits)
+def record_eval(trainer, generation: int, boundary: bool = True, unit: str = "generations", context=None,
+                context_note: dict | None = None, play=None, command: str = "esopt train") -> dict:
+    """Evaluation after `generation` updates by a trainer (its run folder, policy, tasks, cfg and log), with the
+    unperturbed weights: per split (eval_splits)
     the trajectories and a log line, and one metrics line (heldout_* and validation_* keys).
     context (coevo): the context to play instead of the agent's own, described in the metrics
     line by context_note. play(split, seed) -> (figures, episode records), if given, plays a split
     elsewhere (on Ray workers); by default `policy` plays it here. Returns {split: figures}. When every
     episode of a split fails, the run stops there (train/failures.py; `command` is how it is resumed)."""
+    run, policy, tasks, cfg, log = trainer.run, trainer.policy, trainer.tasks, trainer.cfg, trainer.log
     line: dict = {"kind": "eval", "generation": generation}
     if context_note is not None:
         line["context"] = context_note

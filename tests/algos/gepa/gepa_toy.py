@@ -38,7 +38,7 @@ class ToyPolicy:
         self.tokens_generated = 0
         self.calls = 0
 
-    def generate(self, conversations, max_new_tokens, sampling=None, seed=0, **kwargs):
+    def generate(self, conversations, options, **kwargs):
         self.calls += 1
         out = []
         for conv in conversations:

@@ -3,9 +3,9 @@ and the tokens it scores are exactly the ones the policy generated."""
 import pytest
 import torch
 
-from esopt.agent.rollout import AgentContext, Episode, rollout
+from esopt.agent.rollout import AgentContext, Episode, RolloutSettings, rollout
 from esopt.models import HFPolicy
-from esopt.models.policy import Sampling
+from esopt.models.decode import DecodeOptions, Sampling
 from esopt.models.tiny import build_tiny
 from esopt.algos.grpo.grpo import clipped_loss, collate, response_logprobs, set_token_weights, turn_samples
 
@@ -124,7 +124,8 @@ def test_rollout_records_the_exact_prompt_and_generated_tokens(tiny):
     policy = HFPolicy(model, tok, batch_size=4)
     envs, ids, obs = CapitalTasks().train(3, 0, repeat=2)
     context = AgentContext(system_prompt="Answer with one word.", history="full")
-    eps = rollout(policy, envs, ids, obs, context, max_new_tokens=5, sampling=Sampling(1.0), seed=3, record_ids=True)
+    eps = rollout(policy, envs, ids, obs, context,
+                  RolloutSettings(DecodeOptions(5, Sampling(1.0), seed=3), record_ids=True))
     ended = 0
     for ep in eps:
         assert len(ep.turns) == 2
@@ -142,5 +143,6 @@ def test_rollout_records_the_exact_prompt_and_generated_tokens(tiny):
     # replies differ within a group (sampling), and the ids follow every one of them
     assert len({ep.turns[0]["response"] for ep in eps}) > 1
     # without record_ids nothing changes in the episode records
-    plain = rollout(policy, *CapitalTasks().train(1, 0), context, max_new_tokens=5, sampling=Sampling(1.0), seed=3)
+    plain = rollout(policy, *CapitalTasks().train(1, 0), context,
+                    RolloutSettings(DecodeOptions(5, Sampling(1.0), seed=3)))
     assert "token_ids" not in plain[0].turns[0]

@@ -12,13 +12,12 @@ from esopt.train.evaluate import run_episodes
 PROBE = torch.arange(3, 13).view(1, -1)
 
 
-def probe_rollout(policy, envs, ids, obs, cfg, seed, on_turn=None, row_context=None, row_groups=None):
+def probe_rollout(policy, envs, ids, obs, cfg, seed, on_turn=None, rows=None):
     """The real rollout (tasks, decoding, envs); each episode's reward plus a forward pass of a fixed
     prompt under its row's weights (its member's side terms with low-rank noise)."""
-    episodes = run_episodes(policy, envs, ids, obs, cfg, seed, on_turn=on_turn, row_context=row_context,
-                            row_groups=row_groups)
+    episodes = run_episodes(policy, envs, ids, obs, cfg, seed, on_turn=on_turn, rows=rows)
     for i, ep in enumerate(episodes):
-        with torch.no_grad(), (row_context([i]) if row_context else nullcontext()):
+        with torch.no_grad(), (rows.context([i]) if rows else nullcontext()):
             ep.reward += float(policy.model(PROBE).logits[0, -1, :16].sum())
     return episodes
 

@@ -63,15 +63,15 @@ def test_local_lowrank_units_are_batched_rollouts(tiny_cfg):
     """es.members_per_rollout=2: two members per rollout, one rollout per unit."""
     cfg = tiny_cfg("run.name=lr-units", "es.noise=lowrank", "es.members_per_rollout=2", "es.generations=1")
     tr = Trainer(cfg, RunDir.create(cfg), log=lambda *a: None)
-    rows = []
+    seen = []
 
-    def counting(policy, envs, ids, obs, cfg, seed, on_turn=None, row_context=None, row_groups=None):
-        rows.append(sorted(set(row_groups)))
-        return probe_rollout(policy, envs, ids, obs, cfg, seed, on_turn, row_context, row_groups)
+    def counting(policy, envs, ids, obs, cfg, seed, on_turn=None, rows=None):
+        seen.append(sorted(set(rows.groups)))
+        return probe_rollout(policy, envs, ids, obs, cfg, seed, on_turn, rows)
 
     tr.rollout_fn = counting
     tr.generation(0)
-    assert rows == [[0, 1], [0, 1]]
+    assert seen == [[0, 1], [0, 1]]
     rec = tr.history.records[0]
     assert len(set(rec["rewards"])) == 4 and rec["weights_hash"] != tr.history.meta["base_weights_hash"]
 

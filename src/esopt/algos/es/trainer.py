@@ -101,10 +101,8 @@ class Trainer(ModelReplica):
         found = self.context.eval_context()
         if found is not None:
             context, note = found
-            return record_eval(self.run, self.policy, self.tasks, self.cfg, generation, self.log, boundary=boundary,
-                               context=context, context_note=note, command=self.command)
-        return record_eval(self.run, self.policy, self.tasks, self.cfg, generation, self.log, boundary=boundary,
-                           play=self.runner.evaluate, command=self.command)
+            return record_eval(self, generation, boundary, context=context, context_note=note, command=self.command)
+        return record_eval(self, generation, boundary=boundary, play=self.runner.evaluate, command=self.command)
 
     @property
     def command(self) -> str:

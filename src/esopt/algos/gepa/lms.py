@@ -13,7 +13,7 @@ import json
 import os
 import time
 
-from ...models.policy import Sampling
+from ...models.decode import DecodeOptions, Sampling
 from ...utils.chat_endpoint import ChatEndpointError, chat_completion
 from ...utils.seeding import derive_seed
 
@@ -81,7 +81,7 @@ class LocalReflectionLM:
         before = getattr(self.policy, "tokens_generated", 0)
         seed = derive_seed("gepa-reflection", self.seed, self.calls)
         self.calls += 1
-        reply = self.policy.generate([messages], self.max_new_tokens, self.sampling, seed=seed)[0]
+        reply = self.policy.generate([messages], DecodeOptions(self.max_new_tokens, self.sampling, seed))[0]
         self.last_tokens = getattr(self.policy, "tokens_generated", 0) - before
         return reply
 

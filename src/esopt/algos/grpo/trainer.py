@@ -23,7 +23,7 @@ from ...models import HFPolicy, load_model
 from ...models.policy import Sampling
 from ...utils.seeding import derive_seed
 from ...train import failures
-from ...train.evaluate import max_live_of, turn_limit_of
+from ...train.evaluate import rollout_settings
 from ...train.loop import train_loop, turn_progress
 from ...report import refresh_report
 from ...train.summary import finish_run, record_eval
@@ -58,6 +58,7 @@ class GRPOTrainer:
     def __init__(self, cfg: Config, run: RunDir, model=None, tokenizer=None, log=print):
         self.cfg, self.run, self.log = cfg, run, log
         self.sampling = training_sampling(cfg)
+        self.settings = rollout_settings(cfg, self.sampling, record_ids=True)  # how its training episodes are played
         if cfg.runtime.threads:
             torch.set_num_threads(cfg.runtime.threads)
         if model is None:
@@ -113,18 +114,15 @@ class GRPOTrainer:
 
     # --------------------------------------------------------------- evaluation
     def evaluate(self, generation: int, boundary: bool = True) -> dict:
-        return record_eval(self.run, self.policy, self.tasks, self.cfg, generation, self.log, unit="GRPO steps",
-                           boundary=boundary)
+        return record_eval(self, generation, boundary, unit="GRPO steps")
 
     # -------------------------------------------------------------------- step
     def play(self, t: int, on_turn=None):
         """group_size episodes of each of puzzles_per_step puzzles, all decoded together."""
         g = self.cfg.grpo
         envs, ids, obs = self.tasks.train(g.puzzles_per_step, t, repeat=g.group_size)
-        return rollout(self.policy, envs, ids, obs, self.context, self.cfg.agent.max_new_tokens, self.sampling,
-                       seed=derive_seed("grpo-rollout", self.cfg.run.seed, t), failure_reward=self.cfg.run.failure_reward,
-                       on_turn=on_turn, record_ids=True, max_live=max_live_of(self.cfg),
-                       kv_reuse=self.cfg.agent.kv_reuse, max_turns=turn_limit_of(self.cfg))
+        return rollout(self.policy, envs, ids, obs, self.context,
+                       self.settings.seeded(derive_seed("grpo-rollout", self.cfg.run.seed, t)), on_turn=on_turn)
 
     def update(self, samples) -> dict:
         """inner_steps optimizer steps on these samples; gradients accumulated over micro-batches."""

@@ -26,7 +26,7 @@ def main(config: str, overrides: list[str], out: str, repeats: int = 3, rows: in
 
     from ...config import load_config
     from ...models import HFPolicy, load_model
-    from ...models.policy import Sampling
+    from ...models.decode import DecodeOptions, Sampling
     from .common import write_results
 
     cfg = load_config(config, overrides + [f"run.out_dir={tempfile.mkdtemp()}"])
@@ -42,7 +42,7 @@ def main(config: str, overrides: list[str], out: str, repeats: int = 3, rows: in
     prompt_tokens = len(tok(paths["growing"].prompt_texts(convs[:1])[0], add_special_tokens=False)["input_ids"])
     print(f"[bench decode] {cfg.model} ({cfg.runtime.dtype}, {torch.get_num_threads()} threads): {rows} prompts of "
           f"{prompt_tokens} tokens, up to {max_new_tokens} new tokens each, {repeats} repeats", flush=True)
-    paths["growing"].generate(convs[:1], 4, sampling)  # first-call costs out of the timing
+    paths["growing"].generate(convs[:1], DecodeOptions(4, sampling))  # first-call costs out of the timing
     runs = []
     for rep in range(repeats):
         order = ("growing", "dynamic") if rep % 2 == 0 else ("dynamic", "growing")
@@ -50,7 +50,7 @@ def main(config: str, overrides: list[str], out: str, repeats: int = 3, rows: in
         for name in order:
             pol, g0 = paths[name], paths[name].tokens_generated
             t0 = time.perf_counter()
-            replies = pol.generate(convs, max_new_tokens, sampling, seed=rep)
+            replies = pol.generate(convs, DecodeOptions(max_new_tokens, sampling, seed=rep))
             row[name] = {"seconds": time.perf_counter() - t0, "tokens": pol.tokens_generated - g0, "replies": replies}
         row["equal"] = row["growing"]["replies"] == row["dynamic"]["replies"]
         print(f"[bench decode] repeat {rep}: growing {row['growing']['seconds']:.2f}s, DynamicCache "

@@ -60,7 +60,8 @@ def first_turns(model, tok, cfg) -> list[dict]:
     """The held-out tasks' first-turn prompts as the rollout builds them, with esopt's greedy replies:
     [{task, text, tokens, reply_tokens, reply, max_tokens}] (reply ids without the end-of-turn token)."""
     from ...agent.rollout import AgentContext, close_quietly
-    from ...models.policy import HFPolicy, Sampling
+    from ...models.decode import DecodeOptions
+    from ...models.policy import HFPolicy
     from ...train.tasks import TaskSource
 
     envs, tasks, observations = TaskSource(cfg.env, cfg.tasks, cfg.run.seed).heldout()
@@ -73,7 +74,7 @@ def first_turns(model, tok, cfg) -> list[dict]:
     convs = [context.conversation([], o) for o in observations]
     policy = HFPolicy.for_agent(model, tok, cfg.agent)
     ids: list = []
-    replies = policy.generate(convs, cfg.agent.max_new_tokens, Sampling(), token_ids=ids)
+    replies = policy.generate(convs, DecodeOptions(cfg.agent.max_new_tokens), token_ids=ids)
     out = []
     for task, text, (prompt, reply), said in zip(tasks, policy.prompt_texts(convs), ids, replies):
         reply = list(reply)

@@ -49,23 +49,23 @@ class TimedPolicy:
         self.cache = self.policy.new_turn_cache()
         return self.cache
 
-    def generate(self, convs, max_new_tokens, sampling, seed=0, **kw):
+    def generate(self, convs, options, **kw):
         p0 = self.policy.tokens_prefilled
         t0 = time.perf_counter()
-        out = self.policy.generate(convs, max_new_tokens, sampling, seed=seed, **kw)
+        out = self.policy.generate(convs, options, **kw)
         seconds = time.perf_counter() - t0
         cache = self.cache
         self.turns.append({"seconds": seconds, "prefill_tokens": self.policy.tokens_prefilled - p0, "rows": len(convs),
-                           "seed": seed, "cache_bytes": cache.nbytes() if cache else 0,
+                           "seed": options.seed, "cache_bytes": cache.nbytes() if cache else 0,
                            "cache_tokens": cache.tokens() if cache else 0, "convs": convs, "replies": out})
         return out
 
 
-def timed_plain(policy, turn: dict, max_new_tokens: int, sampling) -> dict:
+def timed_plain(policy, turn: dict, options) -> dict:
     """One turn's conversations decoded again without any turn cache."""
     p0 = policy.tokens_prefilled
     t0 = time.perf_counter()
-    out = policy.generate(turn["convs"], max_new_tokens, sampling, seed=turn["seed"])
+    out = policy.generate(turn["convs"], options.but(seed=turn["seed"]))
     return {"seconds": time.perf_counter() - t0, "prefill_tokens": policy.tokens_prefilled - p0,
             "equal": out == turn["replies"]}
 
@@ -73,10 +73,10 @@ def timed_plain(policy, turn: dict, max_new_tokens: int, sampling) -> dict:
 def main(config: str, overrides: list[str], out: str, repeats: int = 3) -> dict:
     import torch
 
-    from ...agent.rollout import AgentContext, rollout
+    from ...agent.rollout import AgentContext, RolloutSettings, rollout
     from ...config import load_config
     from ...models import HFPolicy, load_model
-    from ...train.evaluate import sampling_of
+    from ...models.decode import DecodeOptions
     from ...envs.sudoku import SudokuEnv, generate_puzzle
     from ...envs.sudoku.spec import SudokuOptions
     from .common import rounds, write_results
@@ -89,7 +89,7 @@ def main(config: str, overrides: list[str], out: str, repeats: int = 3) -> dict:
     model, tok = load_model(cfg.model, cfg.runtime.dtype, cfg.runtime.device)
     policy = HFPolicy(model, tok, cfg.agent.batch_size)
     dynamic = HFPolicy(model, tok, cfg.agent.batch_size, grow_cache=False)
-    sampling, context, n = sampling_of(cfg.agent), AgentContext.from_config(cfg.agent), cfg.es.episodes_per_member
+    options, context, n = DecodeOptions.of_agent(cfg.agent), AgentContext.from_config(cfg.agent), cfg.es.episodes_per_member
     o = cfg.env.options
     if not isinstance(o, SudokuOptions):  # it plays fixed Sudoku puzzles
         raise SystemExit(f"esopt bench multiturn: env.id must be sudoku, got {cfg.env.id!r}")
@@ -97,14 +97,14 @@ def main(config: str, overrides: list[str], out: str, repeats: int = 3) -> dict:
     puzzles = [generate_puzzle(o.size, o.blanks, cfg.run.seed + k) for k in range(n)]
     print(f"[bench multiturn] {cfg.model} ({cfg.runtime.dtype}, {torch.get_num_threads()} threads), {n} episodes of "
           f"Sudoku {o.size}x{o.size}, {o.blanks} blanks, {last} turns, full history; {repeats} repeats", flush=True)
-    policy.generate([[{"role": "user", "content": "Warm up."}]], 2, sampling)  # first-call costs out of turn 1
+    policy.generate([[{"role": "user", "content": "Warm up."}]], options.but(max_new_tokens=2))  # first-call costs out of turn 1
 
     def play(pol):
         envs = [SudokuEnv(size=o.size, blanks=o.blanks, max_turns=last, reward=o.reward, puzzle=p)
                 for p in puzzles]  # the same puzzles every time
         timed = TimedPolicy(pol)
         rollout(timed, envs, [str(k) for k in range(n)], [e.reset()[0] for e in envs], context,
-                cfg.agent.max_new_tokens, sampling, seed=cfg.run.seed, kv_reuse="auto")
+                RolloutSettings(options.but(seed=cfg.run.seed), kv_reuse="auto"))
         return timed
 
     runs = []
@@ -115,7 +115,7 @@ def main(config: str, overrides: list[str], out: str, repeats: int = 3) -> dict:
         if len(kv) < last or kv[last - 1]["rows"] != n:
             raise SystemExit(f"esopt bench multiturn: episodes ended before turn {last} ({len(kv)} turns played, "
                              f"{kv[-1]['rows']} episodes in the last); use more env.options.blanks")
-        plain = {t: timed_plain(policy, kv[t - 1], cfg.agent.max_new_tokens, sampling) for t in (1, last)}
+        plain = {t: timed_plain(policy, kv[t - 1], options) for t in (1, last)}
         longest = max(len(tok(t, add_special_tokens=False)["input_ids"]) for t in policy.prompt_texts(kv[last - 1]["convs"]))
         limit = getattr(model.config, "max_position_embeddings", None)
         if rep == 0 and limit and longest + cfg.agent.max_new_tokens > limit:

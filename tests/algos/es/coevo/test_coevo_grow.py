@@ -40,7 +40,7 @@ class ToyRollout:
     def __init__(self, weights: bool = False):
         self.weights, self.calls = weights, []
 
-    def __call__(self, policy, envs, ids, obs, cfg, seed, on_turn=None, row_context=None, row_groups=None,
+    def __call__(self, policy, envs, ids, obs, cfg, seed, on_turn=None, rows=None,
                  context=None):
         ctxs = list(context) if isinstance(context, list) else [context] * len(ids)
         self.calls.append({"seed": seed, "ids": list(ids), "contexts": ctxs})
@@ -48,7 +48,7 @@ class ToyRollout:
         for i, (task, o, c) in enumerate(zip(ids, obs, ctxs)):
             r = task_base(task) + bonus(c)
             if self.weights:
-                with torch.no_grad(), (row_context([i]) if row_context else contextlib.nullcontext()):
+                with torch.no_grad(), (rows.context([i]) if rows else contextlib.nullcontext()):
                     r += float(policy.model(torch.arange(3, 13).view(1, -1)).logits[0, -1, :16].sum())
             out.append(Episode(task=task, observation0=o, turns=[{"response": "r1c1=1", "action": "r1c1=1",
                                                                    "feedback": None, "reward": r}],
@@ -271,9 +271,9 @@ def test_model_proposer_tells_truncated_from_finished_replies():
     class Policy:
         tokenizer = Tok()
 
-        def generate(self, convs, max_new_tokens, sampling, seed=0, token_ids=None):
-            assert sampling.temperature == 0 and all(c[0]["role"] == "user" for c in convs)
-            token_ids += [([1], [5, 6, 2]), ([1], [5] * max_new_tokens)]
+        def generate(self, convs, options, token_ids=None):
+            assert options.sampling.temperature == 0 and all(c[0]["role"] == "user" for c in convs)
+            token_ids += [([1], [5, 6, 2]), ([1], [5] * options.max_new_tokens)]
             return ["NAME: a\nSKILL: b", "NAME: a\nSKILL: b b b"]
 
     replies = ModelProposer(Policy(), 8, "m").propose(["p1", "p2"], seed=0)

@@ -32,20 +32,20 @@ def per_episode(context, n):
     return list(context) if isinstance(context, list) else [context] * n
 
 
-def context_rollout(policy, envs, ids, obs, cfg, seed, on_turn=None, row_context=None, row_groups=None, context=None):
+def context_rollout(policy, envs, ids, obs, cfg, seed, on_turn=None, rows=None, context=None):
     """A stand-in agent rewarded by its context alone."""
     ctxs = per_episode(context, len(ids))
     return [Episode(task=i, observation0=o, reward=context_bonus(c), done=True) for i, o, c in zip(ids, obs, ctxs)]
 
 
-def weight_and_context_rollout(policy, envs, ids, obs, cfg, seed, on_turn=None, row_context=None, row_groups=None,
+def weight_and_context_rollout(policy, envs, ids, obs, cfg, seed, on_turn=None, rows=None,
                                context=None):
     """Reward = a linear function of the weights (of each row's member, side terms included) + the context bonus."""
     ctxs = per_episode(context, len(ids))
     tokens = torch.arange(3, 13).view(1, -1)
     out = []
     for i, (task, o) in enumerate(zip(ids, obs)):
-        with torch.no_grad(), (row_context([i]) if row_context else contextlib.nullcontext()):
+        with torch.no_grad(), (rows.context([i]) if rows else contextlib.nullcontext()):
             r = float(policy.model(tokens).logits[0, -1, :16].sum())
         out.append(Episode(task=task, observation0=o, reward=r + context_bonus(ctxs[i]), done=True))
     return out

@@ -34,11 +34,11 @@ class ModelProposer:
         self.name = f"model {name} (the weights being tuned, greedy)"
 
     def propose(self, prompts: list[str], seed: int) -> list[Reply]:
-        from ....models.policy import Sampling
+        from ....models.decode import DecodeOptions
 
         ids: list = []
-        texts = self.policy.generate([[{"role": "user", "content": p}] for p in prompts], self.max_new_tokens,
-                                     Sampling(), seed=seed, token_ids=ids)
+        texts = self.policy.generate([[{"role": "user", "content": p}] for p in prompts],
+                                     DecodeOptions(self.max_new_tokens, seed=seed), token_ids=ids)
         eos = self.policy.tokenizer.eos_token_id
         # the reply ids end with the end-of-turn token when the model stopped by itself
         return [Reply(t, not (reply and reply[-1] == eos) and len(reply) >= self.max_new_tokens)
