@@ -13,7 +13,7 @@ import pytest
 gguf = pytest.importorskip("gguf")
 torch = pytest.importorskip("torch")
 
-from esopt import gguf_export  # noqa: E402
+from esopt.models import gguf as esopt_gguf  # noqa: E402
 from esopt.cli import main  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -88,7 +88,7 @@ def rounded(model, gguf_type: str):
 @pytest.mark.parametrize("arch, pre", [("llama", "gpt-2"), ("llama", "smollm"), ("qwen2", "gpt-2"), ("qwen3", "gpt-2")])
 def test_f32_round_trip_is_exact_and_carries_the_tokenizer(tmp_path, arch, pre):
     model, tok = tiny(arch, pre)
-    info = gguf_export.write(model, tok, tmp_path / "model.gguf", "f32", name="tiny")
+    info = esopt_gguf.write(model, tok, tmp_path / "model.gguf", "f32", name="tiny")
     assert info["pre_tokenizer"] == pre and info["tensor_types"] == {"F32": info["tensors"]}
     assert info["tensors"] == len(model.state_dict()) - 1  # the tied output matrix written once
     back, back_tok = read_back(tmp_path)
@@ -112,7 +112,7 @@ def test_f16_and_q8_0_read_back_as_the_rounded_weights(tmp_path, arch, gguf_type
     """Read back, the file is the folder model with its matrices rounded to the type (bit for bit, so its
     logits are those of that model), and rounding moved no weight by more than the type's step."""
     model, tok = tiny(arch)
-    info = gguf_export.write(model, tok, tmp_path / "model.gguf", gguf_type)
+    info = esopt_gguf.write(model, tok, tmp_path / "model.gguf", gguf_type)
     assert set(info["tensor_types"]) == {"F32", "F16" if gguf_type == "f16" else "Q8_0"}
     back, _ = read_back(tmp_path)
     original = {k: v.clone() for k, v in model.state_dict().items()}
@@ -127,7 +127,7 @@ def test_f16_and_q8_0_read_back_as_the_rounded_weights(tmp_path, arch, gguf_type
 
 def test_rows_are_reordered_for_llama_cpp_rotary_layout():
     w = np.arange(2 * 8 * 3).reshape(16, 3)  # 2 heads of 8 rows: halves [0..3], [4..7] -> pairs (0,4), (1,5), ...
-    p = gguf_export.permute_rows(w, 2)
+    p = esopt_gguf.permute_rows(w, 2)
     assert [r[0] // 3 for r in p[:8]] == [0, 4, 1, 5, 2, 6, 3, 7] and [r[0] // 3 for r in p[8:]] == [8, 12, 9, 13,
                                                                                                       10, 14, 11, 15]
 
@@ -138,23 +138,40 @@ def test_what_gguf_cannot_carry_is_refused_before_any_file(tmp_path):
     from esopt.models.tiny import build_tiny
 
     model, tok = tiny("llama")
-    with pytest.raises(gguf_export.GGUFRefused, match=r"^--type q4_0: a GGUF export is written as one of f32, f16, "):
-        gguf_export.write(model, tok, tmp_path / "a.gguf", "q4_0")
+    with pytest.raises(esopt_gguf.GGUFRefused, match=r"^--type q4_0: a GGUF export is written as one of f32, f16, "):
+        esopt_gguf.write(model, tok, tmp_path / "a.gguf", "q4_0")
     char_model, char_tok = build_tiny("llama")  # esopt's test tokenizer: one token per character
-    with pytest.raises(gguf_export.GGUFRefused, match=r"^a WordLevel tokenizer \(decoder Fuse\): the GGUF export "
+    with pytest.raises(esopt_gguf.GGUFRefused, match=r"^a WordLevel tokenizer \(decoder Fuse\): the GGUF export "
                                                       r"writes byte-level BPE"):
-        gguf_export.write(char_model, char_tok, tmp_path / "b.gguf")
+        esopt_gguf.write(char_model, char_tok, tmp_path / "b.gguf")
     gpt2 = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=len(tok)))
-    with pytest.raises(gguf_export.GGUFRefused, match=r"^model_type 'gpt2': the GGUF export writes llama, qwen2, qwen3"):
-        gguf_export.write(gpt2, tok, tmp_path / "c.gguf")
+    with pytest.raises(esopt_gguf.GGUFRefused, match=r"^model_type 'gpt2': the GGUF export writes llama, qwen2, qwen3"):
+        esopt_gguf.write(gpt2, tok, tmp_path / "c.gguf")
     model.config.rope_parameters = {"rope_type": "llama3", "rope_theta": 5e5, "factor": 8.0}
-    with pytest.raises(gguf_export.GGUFRefused, match="rope_type 'llama3'"):
-        gguf_export.write(model, tok, tmp_path / "d.gguf")
+    with pytest.raises(esopt_gguf.GGUFRefused, match="rope_type 'llama3'"):
+        esopt_gguf.write(model, tok, tmp_path / "d.gguf")
     assert not list(tmp_path.iterdir())
     from esopt.export import check_format
 
-    with pytest.raises(gguf_export.GGUFRefused, match="give it with --format gguf"):
+    with pytest.raises(esopt_gguf.GGUFRefused, match="give it with --format gguf"):
         check_format("hf", "q8_0")  # a type for a Hugging Face folder: said, not ignored
+
+
+def test_the_types_are_one_list():
+    """The command line's --type choices, export.py's check and the writer take models/gguf.py's TYPES."""
+    import argparse
+
+    from esopt.cli import args_export
+    from esopt.export import check_format
+
+    parser = argparse.ArgumentParser()
+    args_export(parser)
+    assert tuple(next(a for a in parser._actions if a.dest == "type").choices) == esopt_gguf.TYPES
+    for t in esopt_gguf.TYPES:
+        check_format("gguf", t)
+    with pytest.raises(esopt_gguf.GGUFRefused, match=r"^--type q4_0: a GGUF export is written as one of f32, f16, "
+                                                     r"q8_0$"):
+        check_format("gguf", "q4_0")
 
 
 def test_cli_exports_a_run_and_a_configs_model(esopt_cache, tmp_path, capsys):

@@ -18,14 +18,14 @@ PROMPTS = ["Fill row 1: 1 2 _ 4.", "How many r's are in strawberry?", "the quick
 def test_llama_cpp_replies_as_esopt_does(tmp_path, arch):
     from test_gguf_export import tiny
 
-    from esopt import gguf_export
+    from esopt.models import gguf as esopt_gguf
     from esopt.models.decode import DecodeOptions
     from esopt.models.policy import HFPolicy
     from esopt.studies.bench.llamacpp import EXACT, check_tool, compare, llamacpp_replies
 
     tool = check_tool(ROOT / "tools" / "llamacpp")
     model, tok = tiny(arch)
-    gguf_export.write(model, tok, tmp_path / "m.gguf", "f32")
+    esopt_gguf.write(model, tok, tmp_path / "m.gguf", "f32")
     policy = HFPolicy(model, tok, batch_size=1)  # one prompt at a time, as llama.cpp decodes them
     convs = [[{"role": "system", "content": "You answer."}, {"role": "user", "content": p}] for p in PROMPTS]
     ids: list = []

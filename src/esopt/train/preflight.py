@@ -61,11 +61,11 @@ def warn_overlapping_tasks(cfg, splits=None) -> None:
 
 
 def check_plays(cfg, splits=None) -> None:
-    """One env of each split built, reset, stepped and closed (train/smoke.py); a failure is one line."""
-    from .smoke import EnvBroken, smoke_env
+    """One env of each split built, reset, stepped and closed (train/envcheck.py); a failure is one line."""
+    from .envcheck import EnvBroken, check_env
 
     try:
-        smoke_env(cfg, splits)
+        check_env(cfg, splits)
     except EnvBroken as err:
         raise ConfigError(str(err)) from None
 

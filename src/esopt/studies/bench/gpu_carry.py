@@ -39,14 +39,14 @@ def download_wheels(folder: Path) -> list[Path]:
 
 
 def main(root: str = ".") -> None:
-    from ...models.loading import GGUF_ALIASES, _package_dir
+    from ...models.gguf import GGUF_ALIASES, package_dir
 
     root = Path(root)
     shutil.rmtree(root / ".whl", ignore_errors=True)
     shutil.rmtree(root / ".dev" / "gpu", ignore_errors=True)
     wheels = download_wheels(root / ".whl")
     alias = GGUF_ALIASES["smollm2-135m-instruct"]
-    pkg = _package_dir(alias.package)
+    pkg = package_dir(alias.package)
     if pkg is None or not (pkg / alias.filename).exists():
         raise SystemExit(f"{alias.filename} not found: `make install` installs {alias.pip}")
     from transformers import AutoTokenizer

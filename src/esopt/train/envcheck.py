@@ -13,7 +13,7 @@ class EnvBroken(ValueError):
     """An env of the config fails before any episode is played (one line: what raised or came back)."""
 
 
-def smoke_env(cfg, splits=None) -> float:
+def check_env(cfg, splits=None) -> float:
     """Build, reset, step and close one env of each split (None: training's: train, validation if any,
     held-out); the seconds it took. Raises EnvBroken."""
     from ..agent.rollout import EnvFailure, checked
