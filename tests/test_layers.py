@@ -121,3 +121,15 @@ def test_the_walk_sees_lazy_imports_and_can_fail():
     """The checks above are not vacuous: a known lazy import is found, and a made-up circle is one."""
     assert "esopt.train.ray.runner" in GRAPH["esopt.train.session"]  # imported inside make_runner
     assert cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+
+
+def test_the_benchmarks_shared_modules_import_neither_study_package_and_machine_imports_no_method():
+    """studies/common.py, runs.py and the bench tables' modules stay below machine/ and method/; a
+    machine study never reaches into a method study (a method study may reuse a machine study's
+    tasks: horizon uses bench memory's 9x9 tasks)."""
+    shared = ("esopt.studies.common", "esopt.studies.runs", "esopt.studies.machine.benches",
+              "esopt.studies.method.benches")
+    study = lambda m: m.startswith(("esopt.studies.machine.", "esopt.studies.method.")) and m not in shared  # noqa: E731
+    assert arrows(GRAPH, lambda m: m in shared, study) == []
+    assert arrows(GRAPH, lambda m: m.startswith("esopt.studies.machine."),
+                  lambda m: m.startswith("esopt.studies.method.")) == []
