@@ -56,7 +56,7 @@ test: $(STAMP)
 # What a GPU machine without network needs for `esopt bench gpu` (wheels it lacks in .whl/, the model's
 # tokenizer and its GGUF in two parts in .dev/gpu/; both git-ignored): docs/results.md has the commands.
 gpu-carry: $(STAMP)
-	$(BIN)/python -m esopt.studies.bench.gpu_carry .
+	$(BIN)/python -m esopt.studies.machine.gpu_carry .
 
 clean:
 	rm -rf $(VENV) $(VF_VENV) runs $(LCPP)/node_modules

@@ -159,3 +159,15 @@ def test_the_size_check_can_fail():
     functions, classes = sizes("class A:\n" + "    x = 1\n" * 300 + "    def f(self, a, b, c, d, e, f, g, h, i, *j):\n"
                                "        pass\n")
     assert ("f", 302, 11) in functions and classes == [("A", 1, 303)]
+
+
+def test_the_benchmarks_shared_modules_import_neither_study_package_and_machine_imports_no_method():
+    """studies/common.py, runs.py and the bench tables' modules stay below machine/ and method/; a
+    machine study never reaches into a method study (a method study may reuse a machine study's
+    tasks: horizon uses bench memory's 9x9 tasks)."""
+    shared = ("esopt.studies.common", "esopt.studies.runs", "esopt.studies.machine.benches",
+              "esopt.studies.method.benches")
+    study = lambda m: m.startswith(("esopt.studies.machine.", "esopt.studies.method.")) and m not in shared  # noqa: E731
+    assert arrows(GRAPH, lambda m: m in shared, study) == []
+    assert arrows(GRAPH, lambda m: m.startswith("esopt.studies.machine."),
+                  lambda m: m.startswith("esopt.studies.method.")) == []

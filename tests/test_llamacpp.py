@@ -21,7 +21,7 @@ def test_llama_cpp_replies_as_esopt_does(tmp_path, arch):
     from esopt.models import gguf as esopt_gguf
     from esopt.models.decode import DecodeOptions
     from esopt.models.policy import HFPolicy
-    from esopt.studies.bench.llamacpp import EXACT, check_tool, compare, llamacpp_replies
+    from esopt.studies.machine.llamacpp import EXACT, check_tool, compare, llamacpp_replies
 
     tool = check_tool(ROOT / "tools" / "llamacpp")
     model, tok = tiny(arch)

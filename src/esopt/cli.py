@@ -127,7 +127,7 @@ def cmd_baseline(a) -> int:
 
 
 def cmd_bench(a) -> int:
-    from .studies.bench.command import run
+    from .studies.bench import run
 
     return run(a)
 
@@ -224,8 +224,10 @@ COMMANDS = {
                "once complete; a non-empty OUT_DIR is refused unless --force.",
                args_export, cmd_export),
     "bench": ("benchmarks (print RESULT lines, write JSON)",
-              "Benchmarks: each prints RESULT lines and writes JSON (default bench-results/NAME.json).",
-              args_of("esopt.studies.bench.command"), cmd_bench),
+              "Benchmarks: each prints RESULT lines and writes JSON (default bench-results/NAME.json). Machine "
+              "studies (how fast and heavy esopt runs here) come first, then method studies (does it learn); "
+              "each takes its own flags: esopt bench NAME --help.",
+              args_of("esopt.studies.bench"), cmd_bench),
     "report": ("write a run's HTML report (plots, config, trajectory viewer)",
                "Write one self-contained HTML page about a run (finished, running or stopped) and its plots as PNG "
                "files beside it (default RUN_DIR/report/report.html).", args_report, cmd_report),
@@ -272,6 +274,9 @@ def parse(argv=None):
     parser = build_parser()
     a, extra = parser.parse_known_args(argv)
     stray = [x for x in extra if x.startswith("-") or not hasattr(a, "args")]
+    if stray and hasattr(a, "refuse"):  # a sub-command with its own one-line refusal (esopt bench NAME)
+        print(a.refuse(a, stray), file=sys.stderr)
+        raise SystemExit(2)
     if stray:
         parser.error(f"unrecognized arguments: {' '.join(stray)}")
     if extra:

@@ -15,7 +15,7 @@ from esopt.models.decode import DecodeOptions
 pytest.importorskip("browsergym.core")
 
 from esopt.envs.browser.browser import MemoryChat, url_allowed  # noqa: E402
-from esopt.studies.bench.web_solver import scripted_reply  # noqa: E402
+from esopt.studies.machine.web_solver import scripted_reply  # noqa: E402
 from esopt.envs.browser.tasks import WebTaskSet, expand, namespace_of, task_settings  # noqa: E402
 
 

@@ -1,6 +1,6 @@
 """Every MiniWoB++ task esopt ships, and more, can be solved from the observation text alone.
 
-A scripted agent (esopt.studies.bench.web_solver) reads only what a model reads,
+A scripted agent (esopt.studies.machine.web_solver) reads only what a model reads,
 element ids included; a task it cannot solve from that text fails here. In a real
 browser (-m browser); the observation's two additions to BrowserGym's tree and the
 solver's reading of the text are checked without one."""
@@ -13,7 +13,7 @@ pytest.importorskip("browsergym.core")
 from esopt.config import load_config  # noqa: E402
 from esopt.envs.browser.obs import page_text  # noqa: E402
 from esopt.envs.browser.tasks import expand  # noqa: E402
-from esopt.studies.bench.web_solver import SOLVERS, Unsolvable, parse, scripted_reply  # noqa: E402
+from esopt.studies.machine.web_solver import SOLVERS, Unsolvable, parse, scripted_reply  # noqa: E402
 
 
 def _node(node_id, role, name=None, children=(), bid=None, props=()):

@@ -100,7 +100,7 @@ def test_a_killed_worker_fails_its_episode_and_is_replaced():
 
 @pytest.mark.browser
 def test_miniwob_episodes_in_two_workers_are_solved():
-    from esopt.studies.bench.web import scripted_reply, task_from_goal
+    from esopt.studies.machine.web import scripted_reply, task_from_goal
 
     tasks = ["miniwob.click-button", "miniwob.enter-text", "miniwob.login-user", "miniwob.click-button"]
     envs = [RemoteEnv(worker_pool(2), task=t, seed=4 + k, max_turns=8, timeout_ms=15000) for k, t in enumerate(tasks)]

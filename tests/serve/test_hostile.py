@@ -1,4 +1,4 @@
-"""esopt serve under attack (studies/bench/hostile.py): while hostile clients send oversized bodies, huge
+"""esopt serve under attack (studies/machine/hostile.py): while hostile clients send oversized bodies, huge
 max_tokens, prompts past the model's positions, long replies they give up on, bodies a byte at a time and
 floods of bad rewards, the honest harness's generations are the ones it plays alone, the server's memory
 stays bounded, and SIGTERM mid-attack stops it within 5 seconds."""
@@ -45,7 +45,7 @@ def play(run) -> None:
 def test_honest_generations_survive_hostile_clients_and_sigterm_stops_the_server(esopt_cache, tmp_path, monkeypatch):
     import subprocess
 
-    from esopt.studies.bench.hostile import Hostile
+    from esopt.studies.machine.hostile import Hostile
 
     monkeypatch.syspath_prepend(str(GOLDEN))
     assert main(["train", "configs/demo.yaml", *RUN, f"run.out_dir={tmp_path}", "run.name=local"]) == 0

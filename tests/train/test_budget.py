@@ -59,7 +59,7 @@ def test_budget_setting_is_checked():
 
 
 def test_compare_at_equal_wall_clock(monkeypatch, tmp_path, capsys):
-    from esopt.studies.bench import compare
+    from esopt.studies.method import compare
     from esopt.config import ConfigError
 
     calls = []

@@ -1,1 +1,4 @@
-"""Studies: everything that drives runs (benchmarks, esopt adapt, the heuristic-design grid); above the library, never imported by it."""
+"""Studies: everything that drives runs, above the library and never imported by it: the benchmarks
+(`esopt bench`, bench.py) in machine/ (how fast and heavy esopt runs on this hardware) and method/
+(does the method learn), with common.py and runs.py shared by both; esopt adapt (adapt/); the
+heuristic-design grid (ahd/)."""

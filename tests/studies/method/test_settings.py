@@ -1,0 +1,80 @@
+"""bench settings: named settings of one algorithm trained side by side and compared on the validation
+split (before -> after, paired SE, updates that moved nothing), resumable from its run records."""
+import json
+
+import pytest
+from test_compare_horizon import TINY
+
+from esopt.config import ConfigError
+
+
+def test_named_settings_are_trained_tabulated_and_read_back(esopt_cache, tmp_path, capsys):
+    from esopt.studies.method import settings
+
+    arms = tmp_path / "arms.yaml"
+    arms.write_text("full: [es.scope=full]\nnorms-rms: [es.scope=norms, es.sigma_scale=rms, es.sigma.start=0.05]\n")
+    out = tmp_path / "s.json"
+    overrides = TINY + ["tasks.validation=3", "runtime.threads=1"]
+    rows = settings.main("configs/demo.yaml", overrides, str(out), str(arms), seeds=[0], jobs=2)
+    assert list(rows) == ["full", "norms-rms"]
+    for r in rows.values():
+        assert r["updates"] == 1 and r["episodes"] == 4 and 0 <= r["flat_updates"] <= 1
+        assert r["gain"] == pytest.approx(r["validation_final"] - r["validation_base"])
+    data = json.loads(out.read_text())
+    assert data["rows"] == rows and "| norms-rms |" in data["table"]
+    assert "RESULT gain_full=" in capsys.readouterr().out
+    records = sorted(p.name for p in (tmp_path / "s-records").iterdir())
+    assert records == ["full-seed0.json", "norms-rms-seed0.json"]
+    # the run folders gone, the records answer: nothing is trained again
+    import shutil
+
+    shutil.rmtree(tmp_path / "s-runs")
+    assert settings.main("configs/demo.yaml", overrides, str(out), str(arms), seeds=[0]) == rows
+    assert not (tmp_path / "s-runs").exists()
+
+
+@pytest.mark.parametrize("text, said", [("[a, b]", "must map labels to lists of overrides"),
+                                        ("bad/label: [es.population=2]", "names run folders"),
+                                        ("a: es.population=2", "must be a list of key=value overrides")])
+def test_a_bad_arms_file_is_one_line(tmp_path, text, said):
+    from esopt.studies.method import settings
+
+    path = tmp_path / "arms.yaml"
+    path.write_text(text + "\n")
+    with pytest.raises(ConfigError, match=said):
+        settings.read_settings(str(path))
+
+
+def test_a_pause_file_holds_new_runs_until_it_is_removed(tmp_path, monkeypatch):
+    """RUNS/PAUSE: a run about to start waits, one line said; removing the file lets it start."""
+    import functools
+    import subprocess
+    import threading
+    import time
+
+    from esopt.studies import runs
+
+    started = []
+
+    def child(cmd, **kw):
+        started.append(time.time())
+        raise KeyboardInterrupt  # stop train_run right after the launch: only when it launched matters here
+
+    monkeypatch.setattr(subprocess, "run", child)
+    monkeypatch.setattr(runs, "wait_while_paused", functools.partial(runs.wait_while_paused, poll=0.05))
+    work = tmp_path / "runs"
+    work.mkdir()
+    flag = work / runs.PAUSE
+    flag.write_text("")
+    lines, said = [], []
+
+    def log(line):  # the user reads the line, then removes the file 0.3 s later
+        lines.append(line)
+        if "waiting" in line:
+            said.append(time.time())
+            threading.Timer(0.3, flag.unlink).start()
+
+    with pytest.raises(KeyboardInterrupt):
+        runs.train_run("configs/demo.yaml", [], str(work), "r", log=log)
+    assert lines[0] == f"[bench] r: waiting to start while {flag} exists (remove it to go on)", lines
+    assert started and started[0] - said[0] >= 0.3 and lines[1].startswith("[bench] r: starting after")
