@@ -54,7 +54,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
 # What a GPU machine without network needs for `esopt bench gpu` (wheels it lacks in .whl/, the model's
-# tokenizer and its GGUF in two parts in .dev/gpu/; both git-ignored): docs/results.md has the commands.
+# tokenizer and its GGUF in two parts in .dev/gpu/; both git-ignored): docs/results/gpu.md has the commands.
 gpu-carry: $(STAMP)
 	$(BIN)/python -m esopt.studies.machine.gpu_carry .
 

@@ -50,7 +50,7 @@ def make_runner(workers: int | None = None, address: str | None = None):
     return RayRunner(workers=workers, address=address)
 
 
-# the demo's measured pace (docs/results.md, 2026-12-03): SmolLM2-135M-Instruct on 4x4 Sudoku, 2 CPU
+# the demo's measured pace (docs/results/demo.md, 2026-12-03): SmolLM2-135M-Instruct on 4x4 Sudoku, 2 CPU
 # cores, 128 held-out episodes of up to 3 turns in 126 s; only used to say roughly how long defaults take
 DEMO_SECONDS_PER_EPISODE = 126 / 128
 

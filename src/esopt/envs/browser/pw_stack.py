@@ -4,7 +4,7 @@ Playwright 1.44 (the version browsergym-core pins) takes ``inspect.stack()`` on 
 call, every sync dispatch and every routed request, even when the task already carries one
 (``getattr(task, "__pw_stack__", inspect.stack())`` evaluates its default first).
 ``inspect.stack()`` reads each frame's source file and stats its path: about 0.18 s of a
-MiniWoB++ reset of ~1 s here (cProfile, docs/results.md "Browser episodes"). Playwright
+MiniWoB++ reset of ~1 s here (cProfile, docs/results/browser.md "Browser episodes"). Playwright
 uses only each frame's file name, line, code name and locals (to name the API call in its
 protocol metadata), none of which needs the source.
 
