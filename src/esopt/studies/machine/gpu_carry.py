@@ -13,7 +13,7 @@ are git-ignored):
   and measures the 4b and 27b sections, call 2 (at once, while the machine is warm and keeps call
   1's files) carries `.dev/gpu/b`, joins the parts and measures the demo sections.
 
-docs/results.md ("ES at inference speed on a GPU") has the two commands.
+docs/results/gpu.md has the two commands.
 """
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ the same, so a task is worth training on when the base model sometimes succeeds 
    [ROOM_LOW, ROOM_HIGH] whose base model does not play nearly every task alike (the same replies,
    turn by turn, in at least CONSTANT_SHARE of the episodes: its success is then a
    constant's score, and ES can only move the constant; letter counting level 0 taught this,
-   docs/results.md), each trained with ``--seeds`` (one `esopt train` process per seed, its
+   docs/results/room.md), each trained with ``--seeds`` (one `esopt train` process per seed, its
    run folder under --runs, reused or resumed when it is there already); reported: held-out reward
    before and after (mean over seeds) and the per-seed paired improvement with its SE over seeds.
 
@@ -205,7 +205,7 @@ def main(task_names: list[str], extra: list[str], out: str, train: int = 0, seed
 
 
 def markdown(details: dict) -> str:
-    """The tables of docs/results.md."""
+    """The tables of docs/results/room.md."""
     lines = ["| task | validation success (base) | reward | turns/episode | n | most given replies (share) |",
              "|---|---|---|---|---|---|"]
     for n, r in details["base"].items():
