@@ -13,19 +13,22 @@ from esopt.train import evaluate as ev
 class Recorder:
     seen: list[tuple[int, int, str]] = []
 
-    def __init__(self, total, **kw):
-        self.n, self.total, self.postfix = 0, total, ""
+    def __init__(self, total, postfix="", **kw):
+        self.n, self.total, self.postfix = 0, total, postfix
+        self.refresh()
 
     def set_postfix_str(self, text, refresh=True):
         self.postfix = text
         if refresh:
             self.refresh()
 
-    def refresh(self):
-        Recorder.seen.append((self.n, self.total, self.postfix))
+    def refresh(self):  # what the terminal shows, each change once
+        if not Recorder.seen or Recorder.seen[-1] != (self.n, self.total, self.postfix):
+            Recorder.seen.append((self.n, self.total, self.postfix))
 
-    def update(self, k):
+    def update(self, k):  # as tqdm with mininterval=0: every update is drawn
         self.n += k
+        self.refresh()
 
     def close(self):
         pass
@@ -114,7 +117,7 @@ def test_the_real_bar_shows_episodes_and_the_eta():
     from tqdm import tqdm
 
     out = io.StringIO()
-    bar = tqdm(total=5, desc="held-out evaluation", file=out, ncols=100, bar_format=ev.EVAL_BAR, mininterval=0)
+    bar = tqdm(total=5, desc="held-out evaluation", file=out, ncols=100, bar_format=ev.EVAL_BAR, mininterval=60)
     ev.eval_progress(bar, 5, 3)(1, 2, 5)
     bar.close()
     last = out.getvalue().split("\r")[-2 if out.getvalue().endswith("\n") else -1]

@@ -88,8 +88,6 @@ def eval_progress(bar, episodes: int, limit: int):
     before `limit`, the turn limit) / the turns played: it is there after the first turn, whenever the first
     episodes end, and it shrinks as early endings remove the turns they would have played."""
     start, played_total = time.monotonic(), 0
-    bar.set_postfix_str(f"turn 1/{limit} under way, ETA after it", refresh=False)
-    bar.refresh()
 
     def progress(turn, done, played):
         nonlocal played_total
@@ -97,8 +95,9 @@ def eval_progress(bar, episodes: int, limit: int):
         left = (episodes - done) * max(limit - turn, 0)
         eta = (time.monotonic() - start) * left / played_total if played_total else 0.0
         bar.set_postfix_str(f"turn {turn}/{limit}, ETA {clock(eta)}", refresh=False)
-        bar.update(done - bar.n)
-        bar.refresh()  # once per turn, whatever tqdm's mininterval says
+        bar.update(done - bar.n)  # drawn at most once per tqdm's mininterval...
+        if turn == 1:
+            bar.refresh()  # ...but the first ETA at once
 
     return progress
 
@@ -113,7 +112,8 @@ def evaluate(policy, tasks, cfg, seed: int = 0, split: str = "heldout", context=
     t0 = time.time()
     limit = max((turn_limit(env, turn_limit_of(cfg)) or 1) for env in envs) if envs else 1
     bar = tqdm(total=len(envs), desc=f"{'held-out' if split == 'heldout' else split} evaluation", unit="episode",
-               dynamic_ncols=True, mininterval=1.0, leave=False, bar_format=EVAL_BAR)
+               dynamic_ncols=True, mininterval=1.0, leave=False, bar_format=EVAL_BAR,
+               postfix=f"turn 1/{limit} under way, ETA after it")
     progress = eval_progress(bar, len(envs), limit)
 
     try:
