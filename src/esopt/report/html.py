@@ -12,6 +12,7 @@ from .. import __version__
 from .episodes import Viewer
 from .load import RunData
 from .figure import Plot
+from .plots import memory_text
 
 CSS = """
 body{font:15px/1.45 system-ui,sans-serif;margin:1.5em auto;max-width:1100px;padding:0 1em;color:#222}
@@ -19,6 +20,8 @@ h1{font-size:1.5em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-to
 nav a{margin-right:1em}code,pre{font-size:13px}pre.config{background:#f6f6f6;padding:.6em;overflow:auto}
 table.kv td,table.cmp td,table.cmp th{padding:.15em .6em;border-bottom:1px solid #eee;text-align:left;vertical-align:top}
 table.kv td:first-child{color:#555;white-space:nowrap}
+table.settings{border-collapse:collapse;margin:.1em 0}table.settings th{font-weight:normal;color:#777;text-align:left;
+padding:.1em .6em;border-bottom:1px solid #ddd}
 figure{margin:1em 0}figure img{max-width:100%;border:1px solid #eee}figcaption{font-weight:bold}
 .missing{color:#8a4b00;background:#fff4e0;padding:.3em .6em;border-left:4px solid #e0a030}
 #missing ul{margin:.3em 0}.status{font-size:1.05em}.bad{color:#c22}
@@ -51,6 +54,19 @@ def _fmt(x, digits: int = 4) -> str:
 
 def _kv(rows: list[tuple[str, str]]) -> str:
     return '<table class="kv">' + "".join(f"<tr><td>{escape(k)}</td><td>{v}</td></tr>" for k, v in rows) + "</table>"
+
+
+def _value(x) -> str:
+    """A setting's value as HTML: a mapping as a table of name | value (nested ones inside), else its text."""
+    if isinstance(x, dict):
+        if not x:
+            return "(none)"
+        return ('<table class="kv settings"><tr><th>name</th><th>value</th></tr>'
+                + "".join(f"<tr><td>{escape(str(k))}</td><td>{_value(v)}</td></tr>" for k, v in x.items())
+                + "</table>")
+    if isinstance(x, float):
+        return escape(_fmt(x, 6))
+    return escape(str(x))
 
 
 def _heldout(run: RunData) -> str:
@@ -106,7 +122,7 @@ def summary_rows(run: RunData) -> list[tuple[str, str]]:
             ("model", model), ("environment", escape(_env_row(c))),
             ("run seed", escape(str(c("run.seed", "unknown")))), ("held-out reward", _heldout(run)),
             ("algorithm", escape(run.algo))]
-    rows += [(label, escape(text)) for label, text in run.algorithm.settings_rows(c, meta)]
+    rows += [(label, _value(value)) for label, value in run.algorithm.settings_rows(c, meta)]
     samp = _dict(c("agent.sampling"))
     rows.append(("decoding", escape(f"temperature {samp.get('temperature')}, top-p {samp.get('top_p')}, "
                                     f"top-k {samp.get('top_k')}, {c('agent.max_new_tokens')} new tokens per turn")))
@@ -116,14 +132,16 @@ def summary_rows(run: RunData) -> list[tuple[str, str]]:
     if train_s or eval_s:
         rows.append(("time", escape(f"training {train_s:.0f}s, held-out evaluation {eval_s:.0f}s"
                                     + (f", {tokens:,} tokens generated in training" if tokens else ""))))
+    rows.append(("memory", escape(memory_text(run))))
     failed = sum(len(r.get("member_errors") or {}) for r in run.records)
     nonfinite = sum(r.get("nonfinite_rewards") or 0 for r in run.records)
     if failed or nonfinite:
         rows.append(("failures", f'<span class="bad">{nonfinite} non-finite member reward(s), {failed} member '
                                  "error(s) recorded in history.json</span>"))
     if run.records and run.records[-1].get("weights_hash"):
+        g = run.records[-1].get("generation")
         rows.append(("latest weights hash", escape(str(run.records[-1]["weights_hash"])[:12])
-                     + f" (after generation {escape(str(run.records[-1].get('generation')))})"))
+                     + f" (after generation {escape(str(g + 1 if isinstance(g, int) else g))})"))
     return rows
 
 

@@ -214,7 +214,7 @@ def _train_rows(run: RunData, train: list[dict]) -> list[dict]:
                            reward_std=math.sqrt(sum((x - mean) ** 2 for x in rewards) / len(rewards)))
             extra.append(row)
     if extra and train:
-        gens = ", ".join(str(r["generation"]) for r in extra)
+        gens = ", ".join(str(r["generation"] + 1) for r in extra)  # numbered from 1, as on the plots
         run.missing.append(f"metrics.jsonl lacks generation(s) {gens}: rewards from history.json, no timings there")
     return sorted(train + extra, key=lambda r: r["generation"])
 
@@ -239,7 +239,7 @@ def _find_trajectories(run: RunData) -> None:
                 (run.eval_traj if m.group(1) else run.train_traj)[int(m.group(2))] = f
     lost = [g for g in sorted({r["generation"] for r in run.train}) if g not in run.train_traj]
     if lost:
-        run.missing.append("no training episodes for generation(s) " + ", ".join(map(str, lost)) + " ("
+        run.missing.append("no training episodes for generation(s) " + ", ".join(str(g + 1) for g in lost) + " ("
                            + ", ".join(f"trajectories/gen{g:04d}.jsonl" for g in lost) + " missing)")
     lost = [e["generation"] for e in run.evals if e["generation"] not in run.eval_traj]
     if lost:

@@ -15,37 +15,48 @@ from .load import RunData
 PHASES = {"time_rollout": "rollout (generation)", "time_perturb": "perturbation", "time_restore": "restore",
           "time_update": "update", "time_hash": "weights hash", "time_kernels": "noise kernels (once per process)"}
 MEMORY_KEY = re.compile(r"(mem|rss)", re.I)
+PEAK = "peak_rss_mb"  # the process's peak RSS so far, on every training and evaluation line (utils/memory.py)
 
 
 def _num(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
-def _series(rows: list[dict], key: str) -> tuple[list[int], list[float]]:
-    pts = [(r["generation"], r[key]) for r in rows if _num(r.get(key))]
+def _series(rows: list[dict], key: str, shift: int = 0) -> tuple[list[int], list[float]]:
+    """(x, value) of the rows that have `key`: x is the row's "generation" + shift. Training rows record
+    their update's index from 0 and are drawn with shift=1 (generation 1 is the first, as the status's
+    "3 of 3 generations" counts); evaluation rows record the updates done before them (0: before training)."""
+    pts = [(r["generation"] + shift, r[key]) for r in rows if _num(r.get(key))]
     return [p[0] for p in pts], [p[1] for p in pts]
+
+
+def _train(rows: list[dict], key: str) -> tuple[list[int], list[float]]:
+    """A training series, numbered from 1."""
+    return _series(rows, key, shift=1)
 
 
 # ------------------------------------------------------------------ one run
 def rewards(run: RunData) -> Plot:
     title = "Training reward per generation"
-    gens, mean = _series(run.train, "reward_mean")
+    gens, mean = _train(run.train, "reward_mean")
     if not gens:
         return Plot("rewards", title, None, "no generation recorded yet")
     fig, (ax,) = _figure()
-    g2, lo = _series(run.train, "reward_min")
-    g3, hi = _series(run.train, "reward_max")
+    g2, lo = _train(run.train, "reward_min")
+    g3, hi = _train(run.train, "reward_max")
     if g2 == gens == g3:
         ax.fill_between(gens, lo, hi, alpha=0.18, color="C0", label="population min-max")
-    gs, std = _series(run.train, "reward_std")
+    gs, std = _train(run.train, "reward_std")
     if gs == gens:
         ax.plot(gens, [m + s for m, s in zip(mean, std)], "--", color="C0", lw=0.8, label="mean ± std")
         ax.plot(gens, [m - s for m, s in zip(mean, std)], "--", color="C0", lw=0.8)
     xs, ys = [], []
     for rec in run.records:
+        if not isinstance(rec.get("generation"), int):
+            continue
         for r in rec.get("rewards") or []:
             if _num(r):
-                xs.append(rec.get("generation"))
+                xs.append(rec["generation"] + 1)
                 ys.append(r)
     if xs:
         ax.scatter(xs, ys, s=9, color="0.35", alpha=0.6, label="members", zorder=3)
@@ -123,9 +134,8 @@ def _planned(run: RunData, name: str) -> tuple[list[int], list[float]] | None:
     if not run.algorithm.schedules or not isinstance(s, dict) or not total or s.get("schedule", "cosine") not in SCHEDULES:
         return None
     try:
-        xs = list(range(total))
-        return xs, [scheduled(s.get("schedule", "cosine"), float(s["start"]), float(s["end"]), t, total,
-                              int(s.get("warmup", 0))) for t in xs]
+        return [t + 1 for t in range(total)], [scheduled(s.get("schedule", "cosine"), float(s["start"]), float(s["end"]),
+                                                         t, total, int(s.get("warmup", 0))) for t in range(total)]
     except (KeyError, TypeError, ValueError):
         return None
 
@@ -133,7 +143,7 @@ def _planned(run: RunData, name: str) -> tuple[list[int], list[float]] | None:
 def schedules(run: RunData) -> Plot:
     title = "Sigma and alpha schedules"
     plans = {k: _planned(run, k) for k in ("sigma", "alpha")}
-    used = {k: _series(run.train, k) for k in ("sigma", "alpha")}
+    used = {k: _train(run.train, k) for k in ("sigma", "alpha")}
     if not any(used[k][0] or plans[k] for k in used):
         if not run.algorithm.schedules:
             return Plot("schedules", title, None, f"not an ES run (algo: {run.algo}): no sigma or alpha")
@@ -162,7 +172,7 @@ def timing(run: RunData) -> Plot:
     ax = axes[0]
     keys = [k for k in PHASES if any(k in r for r in rows)]
     keys += sorted({k for r in rows for k in r if k.startswith("time_") and k not in PHASES})
-    gens = [r["generation"] for r in rows]
+    gens = [r["generation"] + 1 for r in rows]
     bottom = [0.0] * len(rows)
     for i, k in enumerate(keys):
         vals = [r.get(k) if _num(r.get(k)) else 0.0 for r in rows]
@@ -179,7 +189,7 @@ def timing(run: RunData) -> Plot:
     else:
         ax.text(0.5, 0.5, "no evaluation timing", ha="center", va="center", transform=ax.transAxes)
     ax.set_title("held-out evaluation (seconds)")
-    ax.set_xlabel("after generations")
+    ax.set_xlabel("generations done")
     _int_ticks(ax)
     return Plot("time", title, _png(fig))
 
@@ -188,15 +198,97 @@ def memory_keys(run: RunData) -> list[str]:
     return sorted({k for r in run.train + run.evals for k, v in r.items() if MEMORY_KEY.search(k) and _num(v)})
 
 
+def _memory_points(run: RunData, key: str) -> tuple[list[int], list[float]]:
+    """A memory field over the run: evaluations at the updates done before them, training lines at
+    their update's number (from 1), in the order they were written."""
+    pts = sorted([(x, 1, y) for x, y in zip(*_series(run.evals, key))]  # update k's line, then the evaluation after it
+                 + [(x, 0, y) for x, y in zip(*_train(run.train, key))])
+    return [p[0] for p in pts], [p[2] for p in pts]
+
+
+def memory_figures(run: RunData) -> dict:
+    """The run's recorded peak RSS (metrics' peak_rss_mb: the process's peak so far, written by every
+    training and evaluation line): {"training": the largest after an update, "inference": the one after
+    the evaluation before the first update (loading the model and playing the base evaluation, no update
+    yet), "updates": updates with a figure}; empty when the run recorded none."""
+    out: dict = {}
+    train = [r[PEAK] for r in run.train if _num(r.get(PEAK))]
+    if train:
+        out.update(training=max(train), updates=len(train))
+    start = [e[PEAK] for e in run.evals if e.get("generation") == 0 and _num(e.get(PEAK))]
+    if start:
+        out["inference"] = start[-1]
+    return out
+
+
+BENCH_FILES = ("bench-results/es-memory.json",)  # from the working folder, then from esopt's source tree
+
+
+def bench_memory() -> dict | None:
+    """bench-results/es-memory.json (esopt bench es-memory), if one is found: the working folder's, else
+    the one beside esopt's source (a checkout); None without one or when it cannot be read."""
+    import json
+    from pathlib import Path
+
+    roots = [Path.cwd(), Path(__file__).resolve().parents[3]]
+    for root in roots:
+        for name in BENCH_FILES:
+            path = root / name
+            try:
+                data = json.loads(path.read_text())
+                peaks = data["median_peak_rss_mb"]
+                return {"path": str(path), "es": float(peaks["es"]), "inference": float(peaks["inference"]),
+                        "machine": data.get("machine") or {}, "config": data.get("config"),
+                        "repeats": data.get("repeats")}
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+    return None
+
+
+def memory_text(run: RunData) -> str:
+    """One line on the run's memory: its recorded peaks (training vs inference only), or else the figure
+    of `esopt bench es-memory` if one is found, labelled as a benchmark's."""
+    f = memory_figures(run)
+    step = run.algorithm.step_name
+    process = "peak RSS of the esopt process (with --workers: the driver's, not the Ray workers')"
+    table = (run.meta.get("noise") or {}).get("table_mib") if isinstance(run.meta.get("noise"), dict) else None
+    before = (f"before the first {step}: the model loaded"
+              + (f", the noise table of {table:,.0f} MiB made" if _num(table) else "")
+              + ", the base evaluation played (inference only, no update yet)")
+    if "training" in f and "inference" in f:
+        return (f"{process}: {f['training']:,.0f} MB while training ({f['updates']} {step}(s) recorded) vs "
+                f"{f['inference']:,.0f} MB {before}; training / inference {f['training'] / f['inference']:.2f}")
+    if "training" in f:
+        return (f"{process}: {f['training']:,.0f} MB while training ({f['updates']} {step}(s) recorded); no "
+                "evaluation before the first one to compare with (eval.at_start=false)")
+    if "inference" in f:
+        return f"{process}: {f['inference']:,.0f} MB {before}; no {step} recorded yet"
+    bench = bench_memory()
+    if bench is None:
+        return "not recorded by this run (no memory field in metrics.jsonl)"
+    m = bench["machine"]
+    where = ", ".join(str(x) for x in (m.get("platform"), f"{m['cpus']} CPUs" if m.get("cpus") else None,
+                                       f"torch {m['torch']}" if m.get("torch") else None, m.get("date")) if x)
+    return (f"not recorded by this run (its metrics.jsonl has no memory field). For scale, a benchmark's figure, "
+            f"not this run's: `esopt bench es-memory` ({bench['path']}) on {bench['config']} measured one ES "
+            f"generation at a peak RSS of {bench['es']:,.0f} MB vs {bench['inference']:,.0f} MB for inference of "
+            f"the same episodes (ratio {bench['es'] / bench['inference']:.2f}; median of {bench['repeats']} "
+            f"fresh processes each) on {where}")
+
+
 def memory(run: RunData) -> Plot:
     title = "Memory"
     keys = memory_keys(run)
     if not keys:
-        return Plot("memory", title, None, "not recorded by this run (no memory field in metrics.jsonl)")
+        return Plot("memory", title, None, memory_text(run))
     fig, (ax,) = _figure()
     for k in keys:
-        ax.plot(*_series(run.train + run.evals, k), "o-", ms=4, label=k)
-    ax.set_xlabel("generation")
+        ax.plot(*_memory_points(run, k), "o-", ms=4, label="peak RSS of the process so far" if k == PEAK else k)
+    start = memory_figures(run).get("inference")
+    if start is not None and PEAK in keys:
+        ax.axhline(start, ls="--", color="0.5", lw=0.8, label="before the first update (inference only)")
+    ax.set_xlabel(f"{run.algorithm.step_name}s done")
+    ax.set_ylabel("MB")
     _int_ticks(ax)
     ax.legend(fontsize=8)
     return Plot("memory", title, _png(fig))
@@ -243,15 +335,16 @@ def _overlay(runs, labels, key, title, field, source, band=None, err=None, per_e
                     for r in rows] if run.episodes_per_generation else []
         if per_second:
             rows = _at_seconds(run, rows)
-        gens, ys = _series(rows, field)
+        shift = 1 if source == "train" else 0  # training rows numbered from 1, evaluations by updates done
+        gens, ys = _series(rows, field, shift)
         if not gens:
             without.append(label)
             continue
         drawn += 1
         color = f"C{i % 10}"
         if band:
-            g1, lo = _series(rows, band[0])
-            g2, hi = _series(rows, band[1])
+            g1, lo = _series(rows, band[0], shift)
+            g2, hi = _series(rows, band[1], shift)
             if g1 == gens == g2:
                 ax.fill_between(gens, lo, hi, color=color, alpha=0.12)
         if err:
@@ -263,7 +356,8 @@ def _overlay(runs, labels, key, title, field, source, band=None, err=None, per_e
     if not drawn:
         return Plot(key, title, None, "none of the runs has this yet")
     ax.set_xlabel("training episodes played" if per_episode else "training seconds (evaluations excluded)"
-                  if per_second else "generation (GRPO: step)")
+                  if per_second else "generation (GRPO: step)" if source == "train"
+                  else "generations done (GRPO: steps)")
     if field in ("sigma", "alpha"):
         ax.ticklabel_format(axis="y", style="sci", scilimits=(-2, 3))
     if not (per_episode or per_second):

@@ -97,12 +97,13 @@ class Algorithm:
         """Training episodes one update plays."""
         return None
 
-    def settings_rows(self, c, meta: dict) -> list[tuple[str, str]]:
-        """(label, text) rows of the algorithm's settings: by default its config section, if any."""
+    def settings_rows(self, c, meta: dict) -> list[tuple[str, str | dict]]:
+        """(label, value) rows of the algorithm's settings, a value being a text or a mapping (a report draws
+        it as a table of name | value): by default its config section, if any."""
         section = c(self.name)
         if not isinstance(section, dict) or not section:
             return []
-        return [(self.title, ", ".join(f"{k}={v}" for k, v in section.items()))]
+        return [(self.title, dict(section))]
 
 
 def product(c, *keys: str) -> int | None:

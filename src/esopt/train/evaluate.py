@@ -77,6 +77,39 @@ def summarize(episodes: list[dict]) -> dict:
     }
 
 
+def clock(seconds: float) -> str:
+    """Seconds as tqdm writes them: mm:ss, or h:mm:ss from an hour."""
+    minutes, sec = divmod(int(round(seconds)), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{sec:02d}" if hours else f"{minutes:02d}:{sec:02d}"
+
+
+# episodes done / total, the time so far and, after it, eval_progress's postfix (the turn and the ETA); tqdm's own
+# rate and ETA are left out: they count episodes, which may all end in the last turn
+EVAL_BAR = "{desc}: {n_fmt}/{total_fmt} episodes |{bar}| {elapsed}{postfix}"
+
+
+def eval_progress(bar, episodes: int, limit: int):
+    """A rollout's on_turn for an evaluation's bar: the bar counts episodes done of `episodes`; its postfix
+    gives the turn and an ETA from the turns played so far. A turn's cost is its rows (the episodes under
+    way), so the time left is the time so far x the turns still possible (episodes under way x turns left
+    before `limit`, the turn limit) / the turns played: it is there after the first turn, whenever the first
+    episodes end, and it shrinks as early endings remove the turns they would have played."""
+    start, played_total = time.monotonic(), 0
+
+    def progress(turn, done, played):
+        nonlocal played_total
+        played_total += played
+        left = (episodes - done) * max(limit - turn, 0)
+        eta = (time.monotonic() - start) * left / played_total if played_total else 0.0
+        bar.set_postfix_str(f"turn {turn}/{limit}, ETA {clock(eta)}", refresh=False)
+        bar.update(done - bar.n)  # drawn at most once per tqdm's mininterval...
+        if turn == 1:
+            bar.refresh()  # ...but the first ETA at once
+
+    return progress
+
+
 def evaluate(policy, tasks, cfg, seed: int = 0, split: str = "heldout", context=None,
              abort=None) -> tuple[dict, list]:
     """Play the split's tasks with the current weights (and `context`, default the agent's own);
@@ -85,16 +118,11 @@ def evaluate(policy, tasks, cfg, seed: int = 0, split: str = "heldout", context=
         raise ValueError(f"unknown task split {split!r}; allowed: heldout, validation")
     envs, ids, obs = getattr(tasks, split)()
     t0 = time.time()
-    # the bar counts turns played: a turn's cost is its rows, so the rate and the ETA hold across turns
-    # (episodes all end together in the last turn); its total, the turns still possible, shrinks as episodes end
     limit = max((turn_limit(env, turn_limit_of(cfg)) or 1) for env in envs) if envs else 1
-    bar = tqdm(total=len(envs) * limit, desc=f"{'held-out' if split == 'heldout' else split} evaluation", unit="turn",
-               dynamic_ncols=True, mininterval=1.0, leave=False)
-
-    def progress(turn, done, played):
-        bar.total = bar.n + played + (len(envs) - done) * max(limit - turn, 0)
-        bar.set_postfix_str(f"turn {turn}, episodes {done}/{len(envs)}", refresh=False)
-        bar.update(played)
+    bar = tqdm(total=len(envs), desc=f"{'held-out' if split == 'heldout' else split} evaluation", unit="episode",
+               dynamic_ncols=True, mininterval=1.0, leave=False, bar_format=EVAL_BAR,
+               postfix=f"turn 1/{limit} under way, ETA after it")
+    progress = eval_progress(bar, len(envs), limit)
 
     try:
         episodes = [ep.to_json() for ep in run_episodes(policy, envs, ids, obs, cfg, seed, on_turn=progress,

@@ -3,6 +3,7 @@ figures with their paired difference)."""
 from __future__ import annotations
 
 from ..es.perturb import weights_hash
+from ..utils.memory import peak_rss_mb
 from ..utils.seeding import derive_seed
 from ..models.policy import DecodeAborted
 from . import failures, stop
@@ -67,6 +68,7 @@ def record_eval(trainer, generation: int, boundary: bool = True, unit: str = "ge
         out[split] = stats
     if earlier is not None and not played:  # its metrics line is there already
         return out
+    line["peak_rss_mb"] = peak_rss_mb()  # this process's peak so far; before the first update: inference only
     if earlier is not None:  # one line per evaluation: the earlier one (fewer splits) gives way to this one
         line = {**{k: v for k, v in earlier.items() if k != "time"}, **line}
         run.drop_eval_lines(generation)

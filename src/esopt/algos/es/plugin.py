@@ -106,8 +106,9 @@ class ES(Algorithm):
         sched = (f"sigma {sig.get('start')} -> {sig.get('end')} ({sig.get('schedule')}), "
                  f"alpha {alp.get('start')} -> {alp.get('end')} ({alp.get('schedule')})")
         noise = meta.get("noise", c("es.noise"))
+        # the noise as recorded (history meta: kind, chunk, table size...): a report draws a mapping as a table
         return [("ES", es), ("schedules", sched),
-                ("noise", json.dumps(noise) if isinstance(noise, (dict, list)) else str(noise))]
+                ("noise", noise if isinstance(noise, dict) else json.dumps(noise) if isinstance(noise, list) else str(noise))]
 
 
 def library_hash(coevo) -> str | None:

@@ -28,6 +28,7 @@ from ...train.runner import LocalRunner, MemberRunner
 from ...report import refresh_report
 from ...train.summary import finish_run, record_eval
 from ...train.weights import replay, start_from
+from ...utils.memory import peak_rss_mb
 from ...utils.seeding import derive_seed
 from ...utils.threads import set_threads
 from .coevo.component import context_component
@@ -136,6 +137,7 @@ class Trainer(ModelReplica):
             "reward_min": float(finite.min()), "reward_std": float(finite.std()), "sigma": sigma, "alpha": alpha,
             "nonfinite_rewards": record["nonfinite_rewards"], "episodes": len(traj) + extra.pop("extra_episodes", 0),
             "tokens": played.tokens, **{f"time_{k}": v for k, v in times.items()}, **played.extra, **extra,
+            "peak_rss_mb": peak_rss_mb(),  # this process's peak so far (with Ray: the driver's); the report's memory
         }
         if failed:
             stats.update(failed_episodes=failed, first_failure=first)

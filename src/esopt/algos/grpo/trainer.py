@@ -21,6 +21,7 @@ from ...config import Config, ConfigError
 from ...es.perturb import weights_hash
 from ...models import HFPolicy, load_model
 from ...models.policy import Sampling
+from ...utils.memory import peak_rss_mb
 from ...utils.seeding import derive_seed
 from ...train import failures
 from ...train.evaluate import rollout_settings
@@ -212,6 +213,7 @@ class GRPOTrainer:
             "trained_tokens": first.get("tokens", 0), "lr": g.lr,
             "tokens": self.policy.tokens_generated - tokens0,
             "time_rollout": t_rollout, "time_ref": upd["times"]["ref"], "time_update": upd["times"]["update"],
+            "peak_rss_mb": peak_rss_mb(),  # this process's peak so far: the report's memory
         }
         if "error" in upd:
             stats["update_error"] = upd["error"]

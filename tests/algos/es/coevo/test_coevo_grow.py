@@ -346,7 +346,7 @@ def test_report_lists_lineage_and_every_proposal(tiny_cfg):
     html = write_report(tr.run.path).path.read_text()
     section = html.split('<section id="context">', 1)[1].split("</section>", 1)[0]
     assert "<td>helpful rule</td><td>skill</td><td>0.250</td>" in section
-    assert "grown after generation 0 by scripted" in section and "best episode (member" in section
+    assert "grown after generation 1 by scripted" in section and "best episode (member" in section
     assert "Library growth" in section and "rejected: gate: mean reward" in section
     assert "rejected: empty" in section and "rejected: reasoning" in section
 
