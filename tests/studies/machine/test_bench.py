@@ -143,9 +143,13 @@ def test_decode_bench_times_both_caches_and_checks_replies(esopt_cache, tmp_path
     from esopt.studies.machine.decode import main as decode
 
     out = tmp_path / "decode.json"
-    res = decode("configs/demo.yaml", TINY_OVERRIDES, str(out), repeats=2, rows=3, max_new_tokens=12, prompt_words=60)
+    res = decode("configs/demo.yaml", TINY_OVERRIDES, str(out), repeats=2, rows=3, max_new_tokens=12, prompt_words=60,
+                 slice_tokens=5)
     data = json.loads(out.read_text())
     assert data["results"] == res and res["outputs_equal"] is True
     assert len(data["repeats"]) == 2 and all(r["growing"]["tokens"] == r["dynamic"]["tokens"] > 0 for r in data["repeats"])
     assert data["prompt_tokens"] > 60 and res["growing_seconds"] > 0 and res["dynamic_seconds"] > 0
     assert "RESULT growing_over_dynamic_seconds=" in capsys.readouterr().out
+    # esopt serve's slices: the same greedy tokens, and a continued slice encodes one token per row
+    assert res["sliced_outputs_equal"] is True and res["sliced_prefill_per_slice"] == 1.0
+    assert res["sliced_seconds"] > 0 and res["whole_seconds"] > 0
