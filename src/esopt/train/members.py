@@ -52,12 +52,12 @@ def play_unit(replica, unit: list, sigma: float, t: int, population: int, times:
     the members play one after another, each under its own weights (train/member_weights.py)."""
     if batched(replica.perturber):
         seed = unit_rollout_seed(replica.cfg.run.seed, t, unit, population)
-        return play_batch(replica, unit, sigma, t, times, seed, turn_progress(bar, f"gen {t}", _episodes(replica, unit)),
-                          contexts, bar)
+        progress = turn_progress(bar, f"gen {t + 1}", _episodes(replica, unit))  # numbered from 1, as the log lines
+        return play_batch(replica, unit, sigma, t, times, seed, progress, contexts, bar)
     rewards, traj, errors = [], [], {}
     for k, m in enumerate(unit):
         progress = _member_progress(replica, bar, m, t, rewards) if replica.perturber.play_mode == "in_place" else \
-            turn_progress(bar, f"gen {t}", _episodes(replica, [m]))
+            turn_progress(bar, f"gen {t + 1}", _episodes(replica, [m]))
         r, tr, err = play_batch(replica, [m], sigma, t, times, derive_seed("rollout", replica.cfg.run.seed, t, m.index),
                                 progress, None if contexts is None else [contexts[k]], bar)
         rewards += r
@@ -77,7 +77,7 @@ def _member_progress(replica, bar, m, t: int, rewards: list):
     so_far = f"{np.nanmean(rewards):.3f}" if rewards else "-"
 
     def progress(turn, done, played=0):
-        bar.set_postfix_str(f"gen {t} member {m.index} episodes {done}/{replica.cfg.es.episodes_per_member} "
+        bar.set_postfix_str(f"gen {t + 1} member {m.index} episodes {done}/{replica.cfg.es.episodes_per_member} "
                             f"reward {so_far}", refresh=False)
 
     return progress
@@ -95,7 +95,7 @@ def play_contexts(replica, members: list, t: int, times: dict, bar=None, context
     rewards, by_member, errors = [float("nan")] * len(members), {}, {}
     for ks in groups.values():
         got, traj, err = play_batch(replica, [members[k] for k in ks], None, t, times, seed,
-                                    turn_progress(bar, f"gen {t}", _episodes(replica, ks)),
+                                    turn_progress(bar, f"gen {t + 1}", _episodes(replica, ks)),
                                     None if contexts is None else [contexts[k] for k in ks], bar)
         for k, reward in zip(ks, got):
             rewards[k] = reward

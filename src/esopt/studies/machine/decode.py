@@ -112,9 +112,9 @@ def whole_vs_sliced(policy, convs, options, rep: int, slice_tokens: int = SLICE)
         t0 = time.perf_counter()
         replies, later, continued = (whole if name == "whole" else sliced)()
         row[name] = (time.perf_counter() - t0, replies, later, continued)
-    _, _, later, continued = row["sliced"]
-    print(f"[bench decode] repeat {rep}: one call {row['whole'][0]:.2f}s, in {slice_tokens}-token slices {row['sliced'][0]:.2f}s; "
-          f"replies equal: {row['whole'][1] == row['sliced'][1]}", flush=True)
-    return {"whole_seconds": row["whole"][0], "sliced_seconds": row["sliced"][0], "equal": row["whole"][1] == row["sliced"][1],
-            "continued_slices": continued, "prefill_per_slice": later / max(1, continued * len(convs))}
+    (whole_s, want, _, _), (sliced_s, got, later, continued) = row["whole"], row["sliced"]
+    print(f"[bench decode] repeat {rep}: one call {whole_s:.2f}s, in {slice_tokens}-token slices {sliced_s:.2f}s; "
+          f"replies equal: {want == got}", flush=True)
+    return {"whole_seconds": whole_s, "sliced_seconds": sliced_s, "equal": want == got, "continued_slices": continued,
+            "prefill_per_slice": later / max(1, continued * len(convs))}
 
