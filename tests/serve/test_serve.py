@@ -55,7 +55,8 @@ def served(out: Path, name: str, extra=()) -> tuple[int, list]:
 def record(run: Path) -> dict:
     history = json.loads((run / "history.json").read_text())
     evals = [m for m in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if m.get("kind") == "eval"]
-    drop = lambda d: {k: v for k, v in d.items() if "time" not in k and "seconds" not in k}  # noqa: E731
+    # timings and the process's peak memory (peak_rss_mb) measure the machine, not what was trained
+    drop = lambda d: {k: v for k, v in d.items() if not any(w in k for w in ("time", "seconds", "peak_rss"))}  # noqa: E731
     return {"generations": history["generations"], "settings": history["meta"]["settings"],
             "base": history["meta"]["base_weights_hash"], "evals": [drop(e) for e in evals],
             "final": json.loads((run / "summary.json").read_text())["final"]["reward"]}
