@@ -199,16 +199,16 @@ class Scheduler:
         if job.parts is not None and self.turns is not None:
             self.turns.drop([(id(job), i) for i in range(len(job.parts))])
 
-    def _switch(self, gen, who) -> None:
-        """The weights of `who` (a member index, or None: the center) in place, the previous member's restored."""
+    def _switch(self, who, in_place) -> None:
+        """The weights of `who` (a member index, or None: the center) in place (entering in_place), the previous
+        member's restored."""
         if who == self.current:
             return
         t0 = time.perf_counter()
         self.weights.close()
         self.current = CENTER
         if who is not None:
-            self.weights.enter_context(member_weights(self.trainer.perturber, [gen.members[who]], gen.sigma,
-                                                      []).in_place)
+            self.weights.enter_context(in_place)
             self.current = who
         self.store = self.trainer.policy.new_prefix_store()  # the old one's keys/values are of other weights
         took = time.perf_counter() - t0
@@ -224,12 +224,12 @@ class Scheduler:
             used = list(dict.fromkeys(members))
             slot = {id(m): s for s, m in enumerate(used)}
             return member_weights(self.trainer.perturber, used, gen.sigma, [slot[id(m)] for m in members]).rows, None
-        self._switch(gen, who)
-        if who is None:
-            return None, self.store
-        # es.lowrank_others=full: the member's linear weights as side terms of its rows (None in place: full-rank)
-        side = member_weights(self.trainer.perturber, [gen.members[who]], gen.sigma, [0] * len(rows)).rows
-        return side, (self.store if side is None else None)
+        # one member in place (full-rank), or its other tensors in place and its linear weights as side terms of its
+        # rows (es.lowrank_others=full); None: the center
+        weights = member_weights(self.trainer.perturber, [] if who is None else [gen.members[who]], gen.sigma,
+                                 [0] * len(rows))
+        self._switch(who, weights.in_place)
+        return weights.rows, (self.store if weights.rows is None else None)
 
     def _decode(self, gen, jobs: list[Job], key: tuple) -> None:
         """One slice of the batch's replies: SLICE_TOKENS more tokens of each, or to its end (its token budget,

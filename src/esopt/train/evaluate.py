@@ -10,10 +10,7 @@ from ..agent.rollout import AgentContext, RolloutSettings, rollout, turn_limit
 from ..envs.spec import resolve
 from ..models.decode import DecodeOptions, Sampling
 
-
-def sampling_of(agent_cfg) -> Sampling:
-    s = agent_cfg.sampling
-    return Sampling(s.temperature, s.top_p, s.top_k)
+format_interval = tqdm.format_interval  # seconds as tqdm writes them: mm:ss, or h:mm:ss
 
 
 def max_live_of(cfg) -> int | None:
@@ -77,13 +74,6 @@ def summarize(episodes: list[dict]) -> dict:
     }
 
 
-def clock(seconds: float) -> str:
-    """Seconds as tqdm writes them: mm:ss, or h:mm:ss from an hour."""
-    minutes, sec = divmod(int(round(seconds)), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}:{minutes:02d}:{sec:02d}" if hours else f"{minutes:02d}:{sec:02d}"
-
-
 # episodes done / total, the time so far and, after it, eval_progress's postfix (the turn and the ETA); tqdm's own
 # rate and ETA are left out: they count episodes, which may all end in the last turn
 EVAL_BAR = "{desc}: {n_fmt}/{total_fmt} episodes |{bar}| {elapsed}{postfix}"
@@ -102,7 +92,7 @@ def eval_progress(bar, episodes: int, limit: int):
         played_total += played
         left = (episodes - done) * max(limit - turn, 0)
         eta = (time.monotonic() - start) * left / played_total if played_total else 0.0
-        bar.set_postfix_str(f"turn {turn}/{limit}, ETA {clock(eta)}", refresh=False)
+        bar.set_postfix_str(f"turn {turn}/{limit}, ETA {format_interval(eta)}", refresh=False)
         bar.update(done - bar.n)  # drawn at most once per tqdm's mininterval...
         if turn == 1:
             bar.refresh()  # ...but the first ETA at once
