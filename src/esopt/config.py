@@ -154,6 +154,17 @@ class SamplingConfig(Strict):
     top_k: int = Field(0, ge=0)  # 0 = off
 
 
+class ToolsConfig(Strict):
+    """agent.tools: how the calls of an env's tools are run (agent/tools.py, docs/envs.md "Tools")."""
+
+    # how the tools reach the prompt: template (the chat template's tools slot), system (esopt's block in the
+    # system prompt), auto (template when the tokenizer's template has a tools slot, else system)
+    format: Literal["auto", "template", "system"] = "auto"
+    call_timeout: float = Field(10.0, gt=0)  # seconds one call may run; past it the model reads an error
+    max_result_chars: int = Field(2000, ge=1)  # a longer result is cut (the model is told how much)
+    max_calls: int = Field(4, ge=1)  # calls run per reply; more are answered with an error
+
+
 class AgentConfig(Strict):
     system_prompt: str = ""
     examples: list[dict[str, str]] = []  # few-shot chat turns [{role, content}, ...] before the episode
@@ -173,6 +184,7 @@ class AgentConfig(Strict):
     # and on CUDA a compiled forward whose CUDA graphs replay a decode step in one launch); models/static.py
     decode: Literal["dynamic", "static", "compiled"] = "dynamic"
     sampling: SamplingConfig = SamplingConfig()
+    tools: ToolsConfig = ToolsConfig()
 
 
 class RuntimeConfig(Strict):

@@ -16,6 +16,8 @@ from dataclasses import asdict, dataclass, field, replace
 
 from ..models.decode import Caches, DecodeOptions, RowWeights
 from ..models.policy import DecodeAborted
+from .tools import ToolSettings, calls_in, chat, parse_calls, resolve_format, result_messages, run_calls, \
+    tools_of
 
 
 @dataclass
@@ -46,14 +48,23 @@ class AgentContext:
     def from_config(cls, agent_cfg) -> "AgentContext":
         return cls(agent_cfg.system_prompt, tuple(agent_cfg.examples), agent_cfg.history, agent_cfg.window)
 
-    def conversation(self, past: list[tuple[str, str]], observation: str) -> list[dict]:
+    def conversation(self, past: list[tuple], observation, tools: list[dict] | None = None,
+                     fmt: str = "system") -> list[dict]:
+        """The chat of one turn: system prompt, examples, the kept past (observation, reply) pairs and this
+        observation. An observation is a string (a user message) or a list of ``tool`` messages (the
+        results of the last reply's calls). With tools (their schemas), the chat is given them as format
+        ``fmt`` says (agent/tools.py chat)."""
         msgs = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
         msgs += [dict(m) for m in self.examples]
         kept = past if self.history == "full" else (past[-self.window :] if self.window else [])
         for obs, reply in kept:
-            msgs += [{"role": "user", "content": obs}, {"role": "assistant", "content": reply}]
-        msgs.append({"role": "user", "content": observation})
-        return msgs
+            msgs += _observed(obs) + [{"role": "assistant", "content": reply}]
+        msgs += _observed(observation)
+        return chat(msgs, tools, fmt) if tools else msgs
+
+
+def _observed(observation) -> list[dict]:
+    return [{"role": "user", "content": observation}] if isinstance(observation, str) else list(observation)
 
 
 @dataclass(frozen=True)
@@ -68,7 +79,8 @@ class RolloutSettings:
     encodes only its new tokens; off re-encodes every prompt; max_turns: the turn limit, an int, or
     (env.max_turns or None, default): the configured limit, else each env's own ``max_turns``, else the
     default; record_ids: each turn also keeps `prompt_ids` and `token_ids`, the exact prompt and
-    generated tokens (for training on them: GRPO)."""
+    generated tokens (for training on them: GRPO); tools: how the calls of an env's tools are run
+    (agent/tools.py ToolSettings)."""
 
     decode: DecodeOptions = DecodeOptions()
     failure_reward: float = 0.0
@@ -76,6 +88,7 @@ class RolloutSettings:
     kv_reuse: str = "auto"
     max_turns: int | tuple | None = None
     record_ids: bool = False
+    tools: ToolSettings = ToolSettings()
 
     def seeded(self, seed: int) -> "RolloutSettings":
         """The same settings with the decoding seed `seed`."""
@@ -99,6 +112,11 @@ def rollout(policy, envs, tasks: list[str], observations: list[str], context: Ag
     prefix (system prompt, examples) encoded once per rollout, not once per turn; they hold keys/values
     of this call's weights only and are dropped on return.
     An episode still running at its turn limit is truncated (recorded as such) whatever the env says.
+    Tools: an env with a ``tools()`` method (agent/tools.py) has them in its prompt; a reply that calls
+    tools (holds <tool_call> blocks) has its calls run, not stepped, and their results (or errors) are the
+    next turn's observation, as tool messages; a reply without calls, or any reply on the episode's last
+    allowed turn, is stepped as usual. Each turn records its calls (``tool_calls``: name, arguments,
+    result or error, seconds).
     on_turn(turn, done, played), if given, is called after every turn: the turns so far, the
     episodes finished, and the episodes that played this turn.
     abort() -> bool, if given, is asked before every turn and at every decode step: once it is true the
@@ -115,7 +133,8 @@ def rollout(policy, envs, tasks: list[str], observations: list[str], context: Ag
         turns = policy.new_turn_cache()
     # the weights do not change within this call: what is encoded under them may be reused until it returns
     prefixes = policy.new_prefix_store() if hasattr(policy, "new_prefix_store") else None
-    game = _Game(policy, envs, context, settings, Caches(turns, None, prefixes))
+    fmt = resolve_format(settings.tools.format, getattr(policy, "tokenizer", None))
+    game = _Game(policy, envs, context, settings, Caches(turns, None, prefixes), fmt)
     try:
         return game.play(tasks, observations, rows, on_turn, abort)
     finally:
@@ -126,9 +145,11 @@ def rollout(policy, envs, tasks: list[str], observations: list[str], context: Ag
 class _Game:
     """One rollout's episodes, turn by turn (rollout's docstring)."""
 
-    def __init__(self, policy, envs, context, settings: RolloutSettings, caches: Caches):
+    def __init__(self, policy, envs, context, settings: RolloutSettings, caches: Caches, fmt: str = "system"):
         self.policy, self.envs, self.context, self.settings, self.caches = policy, envs, context, settings, caches
         self.limits = [turn_limit(env, settings.max_turns) for env in envs]
+        self.fmt = fmt  # how tools reach the prompt: template or system (agent/tools.py)
+        self.tools: list[list] = [[] for _ in envs]  # each episode's env's tools, read when it starts
 
     def play(self, tasks, observations, rows, on_turn, abort) -> list[Episode]:
         envs, s = self.envs, self.settings
@@ -136,6 +157,9 @@ class _Game:
         current = list(observations)
         waiting = [i for i, o in enumerate(observations) if o is None][::-1]  # popped from the end: in order
         past: list[list[tuple[str, str]]] = [[] for _ in envs]
+        for i in [i for i, o in enumerate(observations) if o is not None]:  # envs that came already reset
+            if not self._read_tools(i, episodes):
+                current[i] = None
         turn = 0
         while True:
             live = [i for i, ep in enumerate(episodes) if not ep.done and current[i] is not None]
@@ -148,7 +172,7 @@ class _Game:
                 return episodes
             if abort is not None and abort():
                 raise DecodeAborted
-            convs = [self.context[i].conversation(past[i], current[i]) for i in live]
+            convs = [self._conversation(i, past[i], current[i]) for i in live]
             ids: list | None = [] if s.record_ids else None
             turns = self.caches.turns
             caches = Caches(turns, live if turns is not None else None, self.caches.prefixes)
@@ -170,17 +194,55 @@ class _Game:
             if isinstance(result, EnvFailure):
                 episodes[i].error = result.traceback
                 episodes[i].reward, episodes[i].done = self.settings.failure_reward, True
-            else:
-                current[i] = episodes[i].observation0 = result[0]
-                self.limits[i] = turn_limit(self.envs[i], self.settings.max_turns)  # an env may set its limit in reset
-                started.append(i)
+                continue
+            if not self._read_tools(i, episodes):
+                continue
+            current[i] = episodes[i].observation0 = result[0]
+            self.limits[i] = turn_limit(self.envs[i], self.settings.max_turns)  # an env may set its limit in reset
+            started.append(i)
         return started
 
+    def _conversation(self, i: int, past, observation) -> list[dict]:
+        ctx = self.context[i]
+        if not self.tools[i]:
+            return ctx.conversation(past, observation)
+        return ctx.conversation(past, observation, [t.schema() for t in self.tools[i]], self.fmt)
+
+    def _read_tools(self, i: int, episodes: list[Episode]) -> bool:
+        """Read the tools of episode i's env; False (its episode failed, with the reason) if they cannot be."""
+        try:
+            self.tools[i] = tools_of(self.envs[i])
+        except Exception as err:  # a tools() that raises, or a tool that cannot be declared
+            episodes[i].error = f"the env's tools: {type(err).__name__}: {err}"
+            episodes[i].reward, episodes[i].done = self.settings.failure_reward, True
+            return False
+        return True
+
+    def _tool_turn(self, i: int, reply: str, episodes: list[Episode]) -> list[dict] | None:
+        """The reply's calls run, if it calls this episode's tools and this is not its last allowed turn:
+        the tool messages that answer them (None: the reply is stepped)."""
+        if not self.tools[i] or not calls_in(reply):
+            return None
+        if self.limits[i] is not None and len(episodes[i].turns) + 1 >= self.limits[i]:
+            return None
+        records = run_calls(self.tools[i], parse_calls(reply), self.settings.tools)
+        episodes[i].turns.append({"response": reply, "action": None, "feedback": None, "reward": 0.0,
+                                  "tool_calls": records})
+        return result_messages(records)
+
     def _step(self, live: list[int], replies: list[str], ids, episodes: list[Episode], current: list, past) -> None:
-        """Each live episode's reply stepped in its env, and the turn recorded."""
-        stepped = call_envs(self.envs, live, "step", [(r,) for r in replies])
+        """Each live episode's reply run as tool calls, or stepped in its env; and the turn recorded."""
+        called = {i: self._tool_turn(i, reply, episodes) for i, reply in zip(live, replies)}
+        to_step = [(i, r) for i, r in zip(live, replies) if called[i] is None]
+        stepped = call_envs(self.envs, [i for i, _ in to_step], "step", [(r,) for _, r in to_step])
         for k, (i, reply) in enumerate(zip(live, replies)):
             ep = episodes[i]
+            if called[i] is not None:  # a tool turn: its results are the next observation
+                if ids is not None:
+                    ep.turns[-1]["prompt_ids"], ep.turns[-1]["token_ids"] = ids[k]
+                past[i].append((current[i], reply))
+                current[i] = called[i]
+                continue
             result = checked(stepped[i], "step")
             if isinstance(result, EnvFailure):  # the turn stays in the record: the reply that made it fail
                 ep.turns.append({"response": reply, "action": None, "feedback": None, "reward": None, "failed": True})

@@ -211,6 +211,11 @@ class SeededEnv(TextEnv):
     def render_text(self) -> str:
         return self.env.render_text()
 
+    def tools(self) -> list:
+        """The wrapped env's tools (agent/tools.py), if it declares any."""
+        declare = getattr(self.env, "tools", None)
+        return declare() if callable(declare) else []
+
     def close(self) -> None:
         self.env.close()
 

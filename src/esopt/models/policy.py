@@ -41,7 +41,11 @@ class HFPolicy:
         return cls(model, tokenizer, agent.batch_size, decode=agent.decode)
 
     def prompt_texts(self, conversations: list[list[dict]]) -> list[str]:
-        return [self.tokenizer.apply_chat_template(c, add_generation_prompt=True, tokenize=False) for c in conversations]
+        """Each conversation through the chat template (with its tools, if it carries any: agent/tools.py
+        Conversation)."""
+        return [self.tokenizer.apply_chat_template(c, add_generation_prompt=True, tokenize=False,
+                                                   **({"tools": c.tools} if getattr(c, "tools", None) else {}))
+                for c in conversations]
 
     @torch.inference_mode()
     def generate(self, conversations: list[list[dict]], options: DecodeOptions, rows: RowWeights | None = None,
