@@ -172,3 +172,13 @@ def test_an_env_without_tools_plays_as_before():
     ep = rollout(policy, [Plain()], ["t"], [None], AgentContext(), RolloutSettings(DecodeOptions(8)))[0]
     assert len(ep.turns) == 1 and "tool_calls" not in ep.turns[0]
     assert policy.seen[0] == [{"role": "user", "content": "What is 12 * 34?"}]
+
+
+def test_report_turn_table_shows_calls_and_results():
+    from esopt.report.episodes import turn_table
+
+    html = turn_table({"turns": [{"response": "<tool_call>x</tool_call>", "action": None, "feedback": None,
+                                  "reward": 0.0, "tool_calls": [{"name": "multiply", "arguments": {"x": 1},
+                                                                 "result": "408"},
+                                                                {"name": "nope", "arguments": {}, "error": "no <b>"}]}]})
+    assert "multiply" in html and "408" in html and "error: no &lt;b&gt;" in html

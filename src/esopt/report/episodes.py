@@ -57,13 +57,18 @@ def turns_of(episode: dict) -> list[dict]:
 
 
 def turn_table(episode: dict) -> str:
-    """Fallback view: one table row per turn (reply, parsed action, feedback, reward)."""
+    """Fallback view: one table row per turn (reply, parsed action, feedback, reward); a tool turn shows its
+    calls as the action and their results (or errors) as the feedback."""
     rows = []
     for k, t in enumerate(turns_of(episode), 1):
-        action = t.get("action")
+        action, feedback = t.get("action"), t.get("feedback")
+        calls = t.get("tool_calls") if isinstance(t.get("tool_calls"), list) else None
+        if calls:
+            action = [f"{c.get('name')}({json.dumps(c.get('arguments'))})" for c in calls if isinstance(c, dict)]
+            feedback = "\n".join(str(c.get("result", f"error: {c.get('error')}")) for c in calls if isinstance(c, dict))
         rows.append(f"<tr><td>{k}</td><td><pre>{escape(_clip(t.get('response')))}</pre></td>"
                     f"<td>{escape('none' if action is None else json.dumps(action))}</td>"
-                    f"<td><pre>{escape(_clip(t.get('feedback')))}</pre></td><td>{escape(str(t.get('reward')))}</td></tr>")
+                    f"<td><pre>{escape(_clip(feedback))}</pre></td><td>{escape(str(t.get('reward')))}</td></tr>")
     if not rows:
         return "<p>No turn was played.</p>"
     return ('<table class="turns"><tr><th>turn</th><th>reply</th><th>action</th><th>feedback</th><th>reward</th></tr>'

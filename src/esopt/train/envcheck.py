@@ -42,6 +42,7 @@ def check_env(cfg, splits=None) -> float:
                 result = checked(_call(env.reset), "reset")
                 if isinstance(result, EnvFailure):
                     raise EnvBroken(f"{what}: reset() {_said(result)}")
+            _check_tools(env, cfg.agent, what)
             result = checked(_call(env.step, ""), "step")
             if isinstance(result, EnvFailure):
                 raise EnvBroken(f"{what}: step('') (a reply, as the model may give one) {_said(result)}")
@@ -52,6 +53,21 @@ def check_env(cfg, splits=None) -> float:
                 except Exception:  # noqa: BLE001
                     pass
     return time.perf_counter() - t0
+
+
+def _check_tools(env, agent, what: str) -> None:
+    """The env's tools can be declared (agent/tools.py), and the agent's history keeps the question in view
+    while it calls them (a tool turn's observation is the tools' results only)."""
+    from ..agent.tools import tools_of
+
+    try:
+        tools = tools_of(env)
+    except Exception as err:  # noqa: BLE001 (a tools() that raises, a tool without hints or docstring)
+        raise EnvBroken(f"{what}: its tools cannot be declared: {err}") from None
+    if tools and agent.history == "window" and agent.window < 2:
+        names = ", ".join(t.name for t in tools)
+        raise EnvBroken(f"{what} declares tools ({names}): a tool call's results are the next turn's observation, "
+                        f"so the question must stay in view: set agent.history=full (or agent.window >= 2)")
 
 
 def _call(method, *args):

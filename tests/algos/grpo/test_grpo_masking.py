@@ -146,3 +146,59 @@ def test_rollout_records_the_exact_prompt_and_generated_tokens(tiny):
     plain = rollout(policy, *CapitalTasks().train(1, 0), context,
                     RolloutSettings(DecodeOptions(5, Sampling(1.0), seed=3)))
     assert "token_ids" not in plain[0].turns[0]
+
+
+def test_tool_results_are_context_never_scored(tiny):
+    """A tool-using episode (agent/tools.py): the tool's result reaches the next turn's prompt and is
+    masked; each turn scores the model's own reply (its tool call, then its answer) and nothing else."""
+    import json
+
+    model, tok = tiny
+    policy = HFPolicy(model, tok)
+
+    class Lookup:
+        max_turns = 3
+
+        def reset(self, seed=None):
+            return "What is the capital of Zorbia?", {}
+
+        def capital(self, country: str) -> str:
+            """Look a capital up.
+
+            Args:
+                country: the country
+            """
+            return "RESULT-Quxville"
+
+        def tools(self):
+            return [self.capital]
+
+        def step(self, action):
+            return "", float("Quxville" in action), True, False, {}
+
+        def render_text(self):
+            return ""
+
+    replies = ['<tool_call>{"name": "capital", "arguments": {"country": "Zorbia"}}</tool_call>', "It is Quxville"]
+
+    class Scripted:
+        tokenizer = tok
+
+        def generate(self, convs, options, token_ids=None, **kw):
+            out = [replies[sum(m["role"] == "assistant" for m in c)] for c in convs]
+            for text, reply in zip(policy.prompt_texts(convs), out):
+                token_ids.append((tok(text, add_special_tokens=False)["input_ids"],
+                                  tok(reply, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]))
+            return out
+
+    ep = rollout(Scripted(), [Lookup()], ["t"], [None], CONTEXT, RolloutSettings(DecodeOptions(8), record_ids=True))[0]
+    assert ep.reward == 1.0 and ep.turns[0]["tool_calls"][0]["result"] == "RESULT-Quxville"
+    samples = turn_samples([ep], [1.0])
+    set_token_weights(samples, "token")
+    b = collate(samples, tok.pad_token_id)
+    for row, reply in enumerate(replies):
+        scored = tok.decode(b.targets[row][b.mask[row]].tolist())
+        assert scored == reply + "<|im_end|>" and "RESULT" not in scored
+    context = tok.decode(samples[1].prompt_ids)
+    assert "<tool_response>\nRESULT-Quxville\n</tool_response>" in context  # in the input of turn 2, not scored
+    assert json.loads(context.split("<tools>\n")[1].split("\n</tools>")[0])["function"]["name"] == "capital"
