@@ -24,7 +24,7 @@ def first_turn_calls_the_tool(monkeypatch, prompts: list):
         prompts.extend(self.prompt_texts(conversations))
         out = []
         for conv, reply in zip(conversations, replies):
-            if any(m["role"] == "assistant" for m in conv[1:]):
+            if not conv[-1]["content"].startswith("What is"):  # not the episode's first turn
                 out.append(reply)
                 continue
             a, b = re.findall(r"\d+", conv[-1]["content"])[-2:]
@@ -74,3 +74,24 @@ def test_tools_without_history_or_without_docstrings_are_refused_before_the_run(
 def errors(capsys) -> str:
     """stderr without the notes (lines starting [esopt]) a config change prints."""
     return "\n".join(line for line in capsys.readouterr().err.strip().splitlines() if not line.startswith("[esopt]"))
+
+
+def test_grpo_and_context_coevolution_train_a_tool_env(esopt_cache, tmp_path, capsys, monkeypatch):
+    """Tool turns work the same under GRPO (each turn's own tokens trained, tool results masked:
+    tests/algos/grpo/test_grpo_masking.py) and with a co-evolved context (each member's context, with the
+    tools block appended to its system prompt)."""
+    prompts: list = []
+    first_turn_calls_the_tool(monkeypatch, prompts)
+    grpo = ["train", "configs/demo.yaml", *TINY_OVERRIDES, *ENV, "grpo.steps=2", "grpo.puzzles_per_step=2",
+            "grpo.group_size=2", "grpo.lr=1e-4", "grpo.temperature=1.0", f"run.out_dir={tmp_path}", "run.name=g",
+            "--algo", "grpo"]
+    assert main(grpo) == 0
+    trained = [json.loads(line) for line in (tmp_path / "g" / "trajectories" / "gen0001.jsonl").read_text().splitlines()]
+    assert len(trained) == 4 and all(ep["turns"][0]["tool_calls"][0]["result"] for ep in trained)
+    prompts.clear()
+    coevo = ["train", "configs/coevo-demo.yaml", *TINY_OVERRIDES, *ENV, "es.generations=1",
+             f"run.out_dir={tmp_path}", "run.name=c"]
+    assert main(coevo) == 0
+    trained = [json.loads(line) for line in (tmp_path / "c" / "trajectories" / "gen0000.jsonl").read_text().splitlines()]
+    assert trained and all(ep["turns"][0]["tool_calls"][0]["result"] for ep in trained)
+    assert prompts and all('"name": "multiply"' in p for p in prompts)
