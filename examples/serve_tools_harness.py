@@ -13,7 +13,6 @@ import argparse
 import json
 import random
 import re
-import sys
 import time
 from pathlib import Path
 
@@ -110,4 +109,3 @@ if __name__ == "__main__":
     parser.add_argument("--max-tokens", type=int, default=256)
     args = parser.parse_args()
     main(args.run_dir, args.max_turns, args.max_tokens)
-    sys.exit(0)

@@ -20,7 +20,8 @@ ADD = {"type": "function", "function": {"name": "add", "description": "Add two i
                                                                                         "b": {"type": "integer"}}}}}
 HISTORY = [{"role": "user", "content": "What is 1 + 2?"},
            {"role": "assistant", "content": None,
-            "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "add", "arguments": '{"a": 1, "b": 2}'}}]},
+            "tool_calls": [{"id": "call_1", "type": "function",
+                            "function": {"name": "add", "arguments": '{"a": 1, "b": 2}'}}]},
            {"role": "tool", "tool_call_id": "call_1", "content": "3"}]
 
 
@@ -38,7 +39,8 @@ def refused(body_fields: dict, *words) -> str:
 
 def test_fields_not_served_are_refused_by_name_and_their_neutral_values_taken():
     for field, value in [("logprobs", True), ("top_logprobs", 2), ("response_format", {"type": "json_object"}),
-                         ("presence_penalty", 0.5), ("logit_bias", {"1": 5}), ("store", True), ("metadata", {"a": "b"})]:
+                         ("presence_penalty", 0.5), ("logit_bias", {"1": 5}), ("store", True),
+                         ("metadata", {"a": "b"})]:
         refused({field: value}, f"{field}: ", "not served", 'docs/serve.md "Request fields"')
     refused({"frobnicate": 1}, "frobnicate: not a field esopt serve serves")
     refused({"stream_options": {"include_usage": True, "continuous_usage_stats": True}},
