@@ -169,8 +169,12 @@ def test_bad_requests_get_one_json_error_line_and_change_nothing(esopt_cache, tm
         one_error(http.post("/v1/chat/completions", json={**chat, "temperature": -1}), 400, "temperature")
         one_error(http.post("/v1/chat/completions", json={**chat, "model": "member-99"}), 404, "member-99", "0 to 3")
         one_error(http.post("/v1/chat/completions", json={**chat, "model": "gpt-4"}), 404, "'gpt-4'")
-        one_error(http.post("/v1/chat/completions", json={**chat, "messages": [{"role": "tool", "content": "x"}]}),
+        one_error(http.post("/v1/chat/completions", json={**chat, "messages": [{"role": "function", "content": "x"}]}),
                   400, "role")
+        one_error(http.post("/v1/chat/completions", json={**chat, "messages": [{"role": "tool", "content": "x"}]}),
+                  400, "tool_call_id")
+        one_error(http.post("/v1/chat/completions", json={**chat, "logprobs": True}), 400, "logprobs", "not served")
+        one_error(http.post("/v1/chat/completions", json={**chat, "top_k": 5}), 400, "top_k", "not a field")
         one_error(http.get("/v1/nope"), 404, "no route")
         one_error(http.post("/es/reward", json={"episode": "g0-m9-e0", "reward": 1}), 404, "not assigned")
         one_error(http.post("/es/reward", json={"episode": "g7-m0-e0", "reward": 1}), 404, "not assigned")

@@ -19,7 +19,7 @@ import threading
 import time
 
 from ..es.history import atomic_write_text
-from .protocol import ChatRequest, FinishPost, RewardPost, ServeError, chunks, parse
+from .protocol import FinishPost, RewardPost, ServeError, chat_request, chunks, parse
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 DISCONNECT_POLL_S = 0.25  # how often a waiting chat request looks whether its client is still there
@@ -86,7 +86,7 @@ def build_app(desk, token: str | None = None):
                                             "owned_by": "esopt", "generation": status["generation"]} for n in names]}
 
     async def chat(request):
-        req = parse(ChatRequest, await body_of(request))
+        req = chat_request(await body_of(request))
         desk.limits.check_chat(req)
         await asyncio.to_thread(desk.check_prompt, req)
         job = desk.submit_chat(req)
@@ -100,7 +100,7 @@ def build_app(desk, token: str | None = None):
         done = answer.result()
         if not req.stream:
             return done
-        usage = bool((req.stream_options or {}).get("include_usage"))
+        usage = bool(req.stream_options and req.stream_options.include_usage)
         return StreamingResponse(chunks(done, usage), media_type="text/event-stream")
 
     async def start(request):

@@ -18,6 +18,7 @@ from .episodes import Generation, append_reward
 from .jobs import Job
 from .limits import Limits, model_positions
 from .protocol import CENTER, ChatRequest, FinishPost, RewardPost, ServeError, member_index
+from .tools import prompt_text, run_format
 
 
 class Desk:
@@ -37,12 +38,14 @@ class Desk:
         self.count_lock = threading.Lock()
         self.run_path = None
         self.generations = None  # es.generations of the run
+        self.tools_format = "system"  # how a request's tools reach the prompt: agent.tools.format, resolved (start)
 
     def start(self, trainer) -> None:
         self.limits = Limits.of(trainer.cfg, model_positions(trainer.policy.model))
         # a copy: HF fast tokenizers refuse concurrent use, and the model thread's keeps encoding batches
         self.counter = copy.deepcopy(trainer.policy.tokenizer)
         self.run_path, self.generations = trainer.run.path, trainer.cfg.es.generations
+        self.tools_format = run_format(trainer.cfg, trainer.policy.tokenizer)
 
     # -- the model thread's side -----------------------------------------------------------------
     def publish(self, gen: Generation) -> None:
@@ -115,7 +118,10 @@ class Desk:
         """The prompt's tokens plus the reply's budget within the model's positions (an HTTP thread's work)."""
         if self.limits.positions is None:
             return
-        text = self.counter.apply_chat_template(req.conversation(), add_generation_prompt=True, tokenize=False)
+        try:  # with its tools, as the model thread renders it
+            text = prompt_text(self.counter, req.conversation(self.tools_format))
+        except Exception as err:  # a template that refuses a role or an order of messages (jinja's TemplateError)
+            raise ServeError(400, f"messages: the model's chat template refuses them: {' '.join(str(err).split())}")
         with self.count_lock:
             n = len(self.counter(text, add_special_tokens=False)["input_ids"])
         self.limits.check_prompt(req, n)

@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass, field
 
 from .protocol import ServeError, completion, cut_at_stop
+from .tools import reply
 
 
 @dataclass
@@ -52,12 +53,11 @@ class Job:
 
     def completion(self, tok, options) -> dict:
         """The OpenAI chat.completion of a chat whose replies all ended."""
-        outs, finish, made = [], [], 0
+        replies, made = [], 0
         for r_ids, _ in self.parts:
             text, stopped = cut_at_stop(tok.decode(r_ids, skip_special_tokens=True), list(options.stop))
-            outs.append(text)
             ended = stopped or (r_ids and r_ids[-1] == tok.eos_token_id) or len(r_ids) < options.max_new_tokens
-            finish.append("stop" if ended else "length")
+            replies.append(reply(text, "stop" if ended else "length", self.request))  # its tool calls read
             made += len(r_ids)
-        return completion(self.request.model, outs, finish, self.prompt_tokens, made)
+        return completion(self.request.model, replies, self.prompt_tokens, made)
 

@@ -243,7 +243,7 @@ class Scheduler:
             if job.parts is None:
                 job.parts = [[[], False] for _ in range(job.request.n)]
             rows += [(job, i) for i, (_, done) in enumerate(job.parts) if not done]
-        convs = [job.request.conversation() for job, _ in rows]
+        convs = [job.request.conversation(self.desk.tools_format) for job, _ in rows]  # with their tools
         tails = [job.parts[i][0] for job, i in rows]
         weights, prefixes = self._row_weights(gen, rows, who)
         seed = jobs[0].request.seed
