@@ -15,8 +15,9 @@ replicas, preflight and run reports take all of that from the spec, so no code o
 3. ``package.module:attr``: imported where it is used (training, eval, Ray workers, worker
    processes).
 
-The object found may be an EnvSpec, or a TextEnv class or factory function, which gets the
-default spec: tasks are seeds of ``reset`` (:class:`SeedTasks`), ``env.options`` are
+The object found may be an EnvSpec, a TRL environment class (a class with ``reset`` and no ``step``,
+written for TRL's ``environment_factory``: envs/trl/, over a dataset's rows), or a TextEnv class or factory
+function, which gets the default spec: tasks are seeds of ``reset`` (:class:`SeedTasks`), ``env.options`` are
 validated by the factory's ``Options`` attribute (a pydantic model) if it has one, else by its
 signature. docs/envs.md shows an example.
 """
@@ -305,6 +306,8 @@ def spec_of(obj: Any, env_id: str) -> EnvSpec:
         return obj if obj.id == env_id else replace(obj, id=env_id)
     if not callable(obj):
         raise UnknownEnv(f"env.id={env_id}: {type(obj).__name__} is neither an EnvSpec nor a TextEnv factory")
+    if trl_shaped(obj):  # a class written for TRL's environment_factory (envs/trl/, imported by its path)
+        return import_target(TRL_SPEC)(obj, env_id)
     opts = getattr(obj, "Options", None)  # a pydantic model of env.options
     render = getattr(obj, "render_episode", None)  # a function (a staticmethod on a class) episode -> HTML
     turns = getattr(obj, "max_turns", None)  # a class attribute: the env's default turn limit
@@ -315,6 +318,15 @@ def spec_of(obj: Any, env_id: str) -> EnvSpec:
                    default_max_turns=turns if isinstance(turns, int) and not isinstance(turns, bool) and turns > 0
                    else DEFAULT_MAX_TURNS,
                    description=(inspect.getdoc(obj) or "").split("\n")[0])
+
+
+TRL_SPEC = "esopt.envs.trl.spec:trl_spec"  # (class, env_id) -> the EnvSpec of a TRL environment class
+
+
+def trl_shaped(obj: Any) -> bool:
+    """Whether obj is shaped like a TRL environment class: a class with ``reset`` and no ``step`` (a class with
+    ``step`` is a TextEnv)."""
+    return inspect.isclass(obj) and callable(getattr(obj, "reset", None)) and not hasattr(obj, "step")
 
 
 def _declared_count(distinct: Any) -> Callable[[Any], int | None] | None:

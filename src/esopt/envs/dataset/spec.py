@@ -19,18 +19,16 @@ class SplitValues(Strict):
     heldout: str = "test"
 
 
-class DatasetOptions(Strict):
-    """env.options of env.id=dataset."""
+class RowOptions(Strict):
+    """The env.options that say which rows are tasks and how they are split (env.id=dataset's, and those of
+    a TRL environment class, envs/trl/)."""
 
     # a .jsonl / .json (a list of objects) / .csv / .parquet file (relative to the working directory),
     # or hf:<save_to_disk folder, data folder or cached Hub dataset name>
     source: str
     subset: str | None = None  # hf: a Hub dataset's configuration (e.g. main for openai/gsm8k)
-    # package.module:function or path/to/file.py:function, called fn(completion, **columns)
-    reward: str
     prompt: str = "prompt"  # the column holding each row's prompt (a string, or a chat of one user message)
     template: str | None = None  # instead of prompt: a text with {column} placeholders ({{ }}: literal braces)
-    turns: int = Field(1, ge=1)  # attempts per row: a reply whose reward function gives feedback may try again
     id_column: str | None = None  # task ids (none: a column named id if there is one, else the row index)
     split_column: str | None = None  # a column naming each row's split (its values: split_values)
     split_values: SplitValues = SplitValues()
@@ -68,6 +66,14 @@ class DatasetOptions(Strict):
             raise ValueError(f"{carved[0]} carves splits from the end of the source; with "
                              f"split_column={self.split_column} the column names them: set one")
         return self
+
+
+class DatasetOptions(RowOptions):
+    """env.options of env.id=dataset."""
+
+    # package.module:function or path/to/file.py:function, called fn(completion, **columns)
+    reward: str
+    turns: int = Field(1, ge=1)  # attempts per row: a reply whose reward function gives feedback may try again
 
 
 def preflight(env_cfg, tasks_cfg=None) -> None:

@@ -154,7 +154,7 @@ class DatasetTasks:
 
         self.env_cfg, self.tasks_cfg, self.run_seed, self._derive = env_cfg, tasks_cfg, run_seed, derive_seed
         try:
-            self.data = prepare(env_cfg.options)
+            self.data = self.prepare(env_cfg.options)
         except ValueError as err:
             raise ConfigError(str(err)) from None
         for split, asked, key in (("heldout", tasks_cfg.heldout, "tasks.heldout"),
@@ -163,6 +163,10 @@ class DatasetTasks:
             if asked > have:
                 raise ConfigError(f"{key}={asked} but the {split} split of env.options.source={env_cfg.options.source} "
                                   f"has {have} row(s); lower {key} or give that split more rows")
+
+    def prepare(self, options):
+        """The rows, splits, ids and prompts of these options (a task source of another env's rows overrides it)."""
+        return prepare(options)
 
     def _envs(self, rows: list[int]):
         d, o = self.data, self.env_cfg.options
