@@ -16,8 +16,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 from ..models.decode import Caches, DecodeOptions, RowWeights
 from ..models.policy import DecodeAborted
-from .tools import ToolSettings, calls_in, chat, parse_calls, resolve_format, result_messages, run_calls, \
-    tools_of
+from .tools import ToolSettings, chat, read_calls, resolve_format, result_messages, run_calls, tools_of
 
 
 @dataclass
@@ -133,8 +132,9 @@ def rollout(policy, envs, tasks: list[str], observations: list[str], context: Ag
         turns = policy.new_turn_cache()
     # the weights do not change within this call: what is encoded under them may be reused until it returns
     prefixes = policy.new_prefix_store() if hasattr(policy, "new_prefix_store") else None
-    fmt = resolve_format(settings.tools.format, getattr(policy, "tokenizer", None))
-    game = _Game(policy, envs, context, settings, Caches(turns, None, prefixes), fmt)
+    tokenizer = getattr(policy, "tokenizer", None)
+    game = _Game(policy, envs, context, settings, Caches(turns, None, prefixes),
+                 (resolve_format(settings.tools.format, tokenizer), tokenizer))
     try:
         return game.play(tasks, observations, rows, on_turn, abort)
     finally:
@@ -145,10 +145,11 @@ def rollout(policy, envs, tasks: list[str], observations: list[str], context: Ag
 class _Game:
     """One rollout's episodes, turn by turn (rollout's docstring)."""
 
-    def __init__(self, policy, envs, context, settings: RolloutSettings, caches: Caches, fmt: str = "system"):
+    def __init__(self, policy, envs, context, settings: RolloutSettings, caches: Caches, calls=("system", None)):
         self.policy, self.envs, self.context, self.settings, self.caches = policy, envs, context, settings, caches
         self.limits = [turn_limit(env, settings.max_turns) for env in envs]
-        self.fmt = fmt  # how tools reach the prompt: template or system (agent/tools.py)
+        # how tools reach the prompt (template or system) and the tokenizer whose own form may read calls
+        self.fmt, self.tokenizer = calls
         self.tools: list[list] = [[] for _ in envs]  # each episode's env's tools, read when it starts
 
     def play(self, tasks, observations, rows, on_turn, abort) -> list[Episode]:
@@ -221,11 +222,12 @@ class _Game:
     def _tool_turn(self, i: int, reply: str, episodes: list[Episode]) -> list[dict] | None:
         """The reply's calls run, if it calls this episode's tools and this is not its last allowed turn:
         the tool messages that answer them (None: the reply is stepped)."""
-        if not self.tools[i] or not calls_in(reply):
+        if not self.tools[i] or self.limits[i] is not None and len(episodes[i].turns) + 1 >= self.limits[i]:
             return None
-        if self.limits[i] is not None and len(episodes[i].turns) + 1 >= self.limits[i]:
+        calls = read_calls(reply, self.tokenizer, self.fmt)
+        if not calls:
             return None
-        records = run_calls(self.tools[i], parse_calls(reply), self.settings.tools)
+        records = run_calls(self.tools[i], calls, self.settings.tools)
         episodes[i].turns.append({"response": reply, "action": None, "feedback": None, "reward": 0.0,
                                   "tool_calls": records})
         return result_messages(records)

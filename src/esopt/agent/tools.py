@@ -13,7 +13,9 @@ The prompt carries them one of two ways (``agent.tools.format``):
   template takes them.
 
 ``auto`` picks template when the tokenizer's template mentions tools, else system. A reply calls tools
-with ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` (one block per call). Every way a call
+with ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` (one block per call), or, under format
+template with a tokenizer that declares how its replies read (transformers' ``response_template``), in
+whatever form that declares (:func:`read_calls`). Every way a call
 can go wrong (malformed JSON, an unknown tool, arguments that do not fit its schema, a tool that raises
 or overruns its time limit) becomes an error message the model reads in its next turn; none ends the
 episode.
@@ -164,6 +166,8 @@ def chat(messages: list[dict], schemas: list[dict] | None, fmt: str) -> Conversa
 
 
 def _call_json(call: dict) -> dict:
+    """An OpenAI tool call (or its function part) as {"name", "arguments"}, arguments as an object when
+    they are a JSON string."""
     fn = call.get("function", call)
     args = fn.get("arguments", {})
     if isinstance(args, str):
@@ -182,11 +186,6 @@ class ToolCall:
     arguments: dict | None
     raw: str
     error: str | None = None
-
-
-def calls_in(text: str) -> bool:
-    """Whether a reply calls tools (holds a <tool_call> block, well-formed or not)."""
-    return CALL_OPEN in text
 
 
 def parse_calls(text: str) -> list[ToolCall]:
@@ -214,6 +213,28 @@ def parse_calls(text: str) -> list[ToolCall]:
             calls.append(ToolCall(obj["name"], None, raw, f"the arguments of {obj['name']} are not a JSON object"))
             continue
         calls.append(ToolCall(obj["name"], args, raw))
+    return calls
+
+
+def read_calls(text: str, tokenizer=None, fmt: str = "system") -> list[ToolCall]:
+    """A reply's tool calls (none: the reply is an answer). Under format template, a tokenizer with a
+    ``response_template`` (transformers' declared reply parser: the model's own call form) reads them;
+    otherwise the Hermes/Qwen blocks (:func:`parse_calls`). A reply its template cannot parse is one call
+    with the error."""
+    template = getattr(tokenizer, "response_template", None) if fmt == "template" else None
+    if template is None:
+        return parse_calls(text)
+    try:
+        message = tokenizer.parse_response(text, prefix="")
+    except Exception as err:  # transformers' parser raises ValueError on a region it cannot read
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        return [ToolCall(None, None, text, f"the reply does not parse as the model's tool-call form ({first})")]
+    calls = []
+    for c in message.get("tool_calls") or []:
+        fn = c.get("function", c) if isinstance(c, dict) else {}
+        parsed = parse_calls(f"{CALL_OPEN}{json.dumps(_call_json(fn)) if isinstance(fn, dict) else 'null'}"
+                             f"{CALL_CLOSE}")
+        calls.append(parsed[0])
     return calls
 
 

@@ -51,13 +51,14 @@ class Job:
     def finished(self) -> bool:
         return all(done for _, done in self.parts)
 
-    def completion(self, tok, options) -> dict:
-        """The OpenAI chat.completion of a chat whose replies all ended."""
+    def completion(self, tok, options, tools_format: str = "system") -> dict:
+        """The OpenAI chat.completion of a chat whose replies all ended (tool calls read as serve/tools.py
+        reply says, under the run's resolved agent.tools.format)."""
         replies, made = [], 0
         for r_ids, _ in self.parts:
             text, stopped = cut_at_stop(tok.decode(r_ids, skip_special_tokens=True), list(options.stop))
             ended = stopped or (r_ids and r_ids[-1] == tok.eos_token_id) or len(r_ids) < options.max_new_tokens
-            replies.append(reply(text, "stop" if ended else "length", self.request))  # its tool calls read
+            replies.append(reply(text, "stop" if ended else "length", self.request, (tok, tools_format)))
             made += len(r_ids)
         return completion(self.request.model, replies, self.prompt_tokens, made)
 

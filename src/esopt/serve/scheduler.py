@@ -279,7 +279,7 @@ class Scheduler:
             self._forget(job)
             self.desk.requests += 1
             self.counts["requests"] += 1
-            job.future.set_result(job.completion(tok, options))
+            job.future.set_result(job.completion(tok, options, self.desk.tools_format))
 
     def fail_waiting(self, error: ServeError) -> None:
         """Every job taken or queued, answered with `error` (the run is over)."""

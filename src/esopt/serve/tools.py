@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import uuid
 
-from ..agent.tools import CALL_OPEN, parse_calls, resolve_format
+from ..agent.tools import CALL_OPEN, read_calls, resolve_format
 
 
 def run_format(cfg, tokenizer) -> str:
@@ -29,17 +29,18 @@ def prompt_text(tokenizer, conversation) -> str:
                                          **({"tools": tools} if tools else {}))
 
 
-def reply(text: str, finish: str, request) -> tuple[dict, str]:
-    """A reply as OpenAI's response message and finish reason (module docstring)."""
+def reply(text: str, finish: str, request, reader=(None, "system")) -> tuple[dict, str]:
+    """A reply as OpenAI's response message and finish reason (module docstring); reader: (tokenizer, format)
+    for agent/tools.py read_calls (under format template, a tokenizer's own response_template reads calls)."""
     plain = {"role": "assistant", "content": text}
-    if not request.calls_tools() or CALL_OPEN not in text:
+    if not request.calls_tools():
         return plain, finish
-    calls = parse_calls(text)
+    calls = read_calls(text, *reader)
     if not calls or any(c.error for c in calls):
         return plain, finish
     if not request.parallel_tool_calls:
         calls = calls[:1]
-    before = text[: text.index(CALL_OPEN)].strip()
+    before = text[: text.index(CALL_OPEN)].strip() if CALL_OPEN in text else None
     return {"role": "assistant", "content": before or None,
             "tool_calls": [{"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function",
                             "function": {"name": c.name, "arguments": json.dumps(c.arguments, ensure_ascii=False)}}

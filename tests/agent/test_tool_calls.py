@@ -182,3 +182,29 @@ def test_report_turn_table_shows_calls_and_results():
                                                                  "result": "408"},
                                                                 {"name": "nope", "arguments": {}, "error": "no <b>"}]}]})
     assert "multiply" in html and "408" in html and "error: no &lt;b&gt;" in html
+
+
+def test_a_template_with_its_own_call_form_is_read_in_that_form():
+    """Under format template, a tokenizer that declares its replies' form (transformers' response_template)
+    has its calls read in that form (here [CALL]{json}[/CALL], not Hermes); its tools reach the template."""
+    from esopt.models.tiny import build_tiny
+
+    _, tok = build_tiny("llama")
+    tok.chat_template = ("{% if tools %}TOOLS:{{ tools | tojson }}\n{% endif %}{% for m in messages %}"
+                         "{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}assistant: ")
+    tok.response_template = {"start_anchor": "assistant: ", "fields": {
+        "content": {}, "tool_calls": {"open": "[CALL]", "close": "[/CALL]", "content": "json", "repeats": True,
+                                      "transform": {"type": "function", "function": "{content}"}}}}
+    env = CalcEnv()
+
+    class Templated(Script):
+        tokenizer = tok
+
+    policy = Templated(['[CALL]{"name": "multiply", "arguments": {"x": 12, "y": 34}}[/CALL]', "[CALL]{oops[/CALL]",
+                        "408"])
+    ep = rollout(policy, [env], ["t"], [None], AgentContext(history="full"),
+                 RolloutSettings(DecodeOptions(8), max_turns=4))[0]
+    assert ep.solved and env.calls == 1 and ep.turns[0]["tool_calls"][0]["result"] == "408"
+    assert "model's tool-call form" in ep.turns[1]["tool_calls"][0]["error"]
+    assert policy.seen[0].tools[0]["function"]["name"] == "multiply"  # the template's tools slot
+    assert policy.seen[1][-1] == {"role": "tool", "name": "multiply", "content": "408"}
