@@ -88,6 +88,9 @@ def cmd_eval(a) -> int:
         print("[esopt] per task: " + ", ".join(f"{name} {total:g}/{n}" for name, (total, n) in families.items()))
     print(f"RESULT {a.split}_reward={stats['reward']:.4f}")
     print(f"RESULT {a.split}_solved={stats['solved']:.4f}")
+    if "tool_use" in stats:  # episodes that called tools: the share with a call that ran, and calls per episode
+        print(f"RESULT {a.split}_tool_use={stats['tool_use']:.4f}")
+        print(f"RESULT {a.split}_tool_calls={stats['tool_calls']:.4f}")
     return 0
 
 

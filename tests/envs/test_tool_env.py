@@ -43,7 +43,12 @@ def test_a_tool_env_trains_evaluates_and_resumes_with_calls_recorded(esopt_cache
     run = tmp_path / "tools"
     assert main(["train", "--resume", str(run), "es.generations=3"]) == 0
     assert len(json.loads((run / "history.json").read_text())["generations"]) == 3
+    capsys.readouterr()
     assert main(["eval", "--run", str(run), "--out", str(tmp_path / "eval.jsonl")]) == 0
+    out = capsys.readouterr().out
+    assert "RESULT heldout_tool_use=1.0000" in out and "RESULT heldout_tool_calls=1.0000" in out
+    metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [m["heldout_tool_use"] for m in metrics if "heldout_reward" in m][:1] == [1.0]
     played = [json.loads(line) for line in (tmp_path / "eval.jsonl").read_text().splitlines()]
     assert played and all(ep["error"] is None for ep in played)
     for ep in played:

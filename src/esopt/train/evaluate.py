@@ -59,14 +59,16 @@ def summarize(episodes: list[dict]) -> dict:
     Episodes of the same task (tasks.heldout_repeats > 1) are averaged first:
     `per_task` holds one mean per task, in order of first appearance, and the
     standard error is over those task means (repeats of one puzzle are not
-    independent samples of the task distribution).
+    independent samples of the task distribution). Episodes that called tools add
+    `tool_use` (the share of episodes with at least one call that ran without an
+    error) and `tool_calls` (calls per episode); other runs' figures are unchanged.
     """
     by_task: dict[str, list[float]] = {}
     for k, ep in enumerate(episodes):
         by_task.setdefault(str(ep.get("task", k)), []).append(ep["reward"])
     per_task = [sum(v) / len(v) for v in by_task.values()]
     mean, se = mean_se(per_task)
-    return {
+    return tool_figures(episodes) | {
         "reward": sum(ep["reward"] for ep in episodes) / len(episodes),
         "reward_se": se,
         "solved": sum(ep["solved"] for ep in episodes) / len(episodes),
@@ -75,6 +77,16 @@ def summarize(episodes: list[dict]) -> dict:
         "tasks": len(per_task),
         "per_task": per_task,
     }
+
+
+def tool_figures(episodes: list[dict]) -> dict:
+    """tool_use and tool_calls (summarize's docstring) when any episode called a tool, else {}."""
+    calls = [[c for t in ep.get("turns") or [] if isinstance(t, dict) for c in t.get("tool_calls") or []]
+             for ep in episodes]
+    if not any(calls):
+        return {}
+    return {"tool_use": sum(any("result" in c for c in cs) for cs in calls) / len(episodes),
+            "tool_calls": sum(map(len, calls)) / len(episodes)}
 
 
 # episodes done / total, the time so far and, after it, eval_progress's postfix (the turn and the ETA); tqdm's own

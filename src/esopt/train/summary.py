@@ -60,7 +60,8 @@ def record_eval(trainer, generation: int, boundary: bool = True, unit: str = "ge
             run.write_trajectories(f"{TRAJECTORY_PREFIX[split]}_gen{generation:04d}",
                                    [{"generation": generation, **ep} for ep in episodes])
             log(f"[esopt] {name} after {generation} {unit}: reward {stats['reward']:.3f} ± {stats['reward_se']:.3f} "
-                f"(solved {stats['solved']:.3f}, n={stats['n']}, {stats['seconds']:.0f}s){failures.note(episodes)}")
+                f"(solved {stats['solved']:.3f}, n={stats['n']}, {stats['seconds']:.0f}s){tools_note(stats)}"
+                f"{failures.note(episodes)}")
             failures.stop_if_all_failed(episodes, f"the {name} evaluation after {generation} {unit}", run.path,
                                         command)
             played = True
@@ -135,3 +136,10 @@ def finish_run(run: RunDir, model, evals: dict, generations: int, log=print, **e
     run.write_json("summary.json", summary)
     run.close()
     return summary
+
+
+def tools_note(stats: dict) -> str:
+    """The evaluation line's tool figures, when its episodes called tools (train/evaluate.py tool_figures)."""
+    if "tool_use" not in stats:
+        return ""
+    return f" | tool use {stats['tool_use']:.3f}, {stats['tool_calls']:.2f} calls/episode"
