@@ -71,3 +71,26 @@ def test_context_window_and_examples():
     full = AgentContext(history="full").conversation(past, "o3")
     assert [m["content"] for m in full] == ["o1", "a1", "o2", "a2", "o3"]
     assert [m["content"] for m in AgentContext().conversation(past, "o3")] == ["o3"]
+
+
+def test_string_and_boolean_rewards_fail_their_episode():
+    """docs/envs.md: a reward is a finite number; "1" or True is not taken as 1.0."""
+
+    class Worded:
+        max_turns = 1
+
+        def __init__(self, reward):
+            self.reward = reward
+
+        def reset(self, seed=None):
+            return "q", {}
+
+        def step(self, action):
+            return "", self.reward, True, False, {}
+
+    envs = [Worded("1"), Worded(True), Worded(1)]
+    eps = rollout(ScriptedPolicy(lambda c: "a"), envs, ["a", "b", "c"], [None] * 3, AgentContext(),
+                  RolloutSettings(DecodeOptions(4), failure_reward=-1.0))
+    assert "returned the reward '1' (a str); a reward is a finite number" in eps[0].error and eps[0].reward == -1.0
+    assert "returned the reward True (a bool)" in eps[1].error
+    assert eps[2].error is None and eps[2].reward == 1.0

@@ -131,3 +131,19 @@ def test_atomic_write_interleaved_writers_and_failure(tmp_path, monkeypatch):
     assert target.read_text() == "other"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["config.yaml"]
     assert oct(target.stat().st_mode & 0o777) == oct(0o644)
+
+
+def test_huge_finite_rewards_shape_without_overflow():
+    import warnings
+
+    import numpy as np
+
+    from esopt.es.shaping import shape
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an overflow in numpy would raise here
+        assert shape([1e308, 0.0, 1e308, 0.0]).tolist() == [1.0, -1.0, 1.0, -1.0]
+        assert np.isfinite(shape([1e308, 1e308, 1e308, 0.0], "none")).all()
+        assert shape([1e308, 1e308]).tolist() == [0.0, 0.0]
+    r = [0.25, 1.0, 3.0, 0.0]
+    assert shape(r).tolist() == ((np.array(r) - np.mean(r)) / np.std(r)).tolist()  # ordinary rewards: as before

@@ -180,6 +180,9 @@ def test_bad_requests_get_one_json_error_line_and_change_nothing(esopt_cache, tm
         one_error(http.post("/es/reward", json={"episode": "g7-m0-e0", "reward": 1}), 404, "not assigned")
         one_error(http.post("/es/reward", json={"episode": "g0-m0-e0", "reward": "high"}), 400, "reward")
         one_error(http.post("/es/reward", content=b'{"episode": "g0-m0-e0", "reward": NaN}'), 400, "finite")
+        for word in ("1", " 2.5 ", "1e3", True):  # served rewards are JSON numbers (docs/serve.md)
+            one_error(http.post("/es/reward", json={"episode": "g0-m0-e0", "reward": word}), 400, "reward",
+                      "must be a JSON number")
         one_error(http.post("/es/reward", json={"episode": "g0-m0-e0", "reward": 1, "member": "member-1"}), 400,
                   "belongs to member-0")
         one_error(http.post("/es/reward", json={"episode": "g0-m0-e0", "reward": 1, "code": "import os"}), 400,

@@ -286,6 +286,9 @@ def checked(result, method: str):
     ok = isinstance(result, tuple) and len(result) == size and isinstance(result[0], str) \
         and isinstance(result[-1], dict)
     if ok and method == "step":
+        if isinstance(result[1], (str, bytes, bool)) or type(result[1]).__name__ == "bool_":
+            return EnvFailure(f"the env's step() returned the reward {_short(result[1])} (a "
+                              f"{type(result[1]).__name__}); a reward is a finite number")
         try:
             result = (result[0], float(result[1]), bool(result[2]), bool(result[3]), result[4])
         except (TypeError, ValueError):

@@ -27,10 +27,21 @@ def sanitize(rewards) -> tuple[np.ndarray, int]:
 
 
 def zscore(r: np.ndarray) -> np.ndarray:
+    r = _unit(r)  # the z-score does not depend on the scale: huge finite rewards cannot overflow its squares
     std = r.std()
     if std < 1e-12 * max(1.0, abs(r).max()):
         return np.zeros_like(r)
     return (r - r.mean()) / std
+
+
+HUGE = 1e100  # rewards above it are scaled before shaping (their squares or sums would overflow a float64)
+
+
+def _unit(r: np.ndarray) -> np.ndarray:
+    """r divided by its largest magnitude when that is above HUGE (else r as is: the same figures, bit for bit,
+    as before this guard)."""
+    top = np.abs(r).max() if r.size else 0.0
+    return r / top if top > HUGE else r
 
 
 def centered_rank(r: np.ndarray) -> np.ndarray:
@@ -48,8 +59,9 @@ def centered_rank(r: np.ndarray) -> np.ndarray:
 
 
 def none(r: np.ndarray) -> np.ndarray:
-    """Raw rewards, only centred on the population mean."""
-    return r - r.mean()
+    """Raw rewards, only centred on the population mean (computed without overflow)."""
+    top = np.abs(r).max() if r.size else 0.0
+    return r - (_unit(r).mean() * top if top > HUGE else r.mean())
 
 
 def shape(rewards, method: str = "zscore") -> np.ndarray:

@@ -225,6 +225,13 @@ class RewardPost(BaseModel):
     member: str | None = None  # optional: checked against the episode's member
     metadata: dict | None = None
 
+    @field_validator("reward", mode="before")
+    @classmethod
+    def _number(cls, v):  # a JSON number only: "1", " 2.5 ", true are not taken as numbers
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise ValueError(f"must be a JSON number, not {type(v).__name__} {json.dumps(v)[:40]}")
+        return v
+
     @field_validator("reward")
     @classmethod
     def _finite(cls, v):
