@@ -94,3 +94,29 @@ def test_string_and_boolean_rewards_fail_their_episode():
     assert "returned the reward '1' (a str); a reward is a finite number" in eps[0].error and eps[0].reward == -1.0
     assert "returned the reward True (a bool)" in eps[1].error
     assert eps[2].error is None and eps[2].reward == 1.0
+
+
+def test_sys_exit_in_env_or_reward_code_fails_only_its_episode():
+    """sys.exit() in an env's step or a dataset reward function is that episode's failure, not the run's end."""
+    import sys
+
+    from esopt.envs.dataset.env import DatasetEnv
+
+    class Exiting:
+        max_turns = 1
+
+        def reset(self, seed=None):
+            return "q", {}
+
+        def step(self, action):
+            sys.exit(3)
+
+    def reward(completion, **row):
+        sys.exit(4)
+
+    envs = [Exiting(), DatasetEnv("q", {}, reward, "mine:reward"), make("sudoku", size=4, blanks=1)]
+    eps = rollout(ScriptedPolicy(lambda c: "r1c1=1"), envs, ["a", "b", "c"], [None] * 3, AgentContext(),
+                  RolloutSettings(DecodeOptions(4), failure_reward=-1.0))
+    assert "SystemExit: 3" in eps[0].error and eps[0].reward == -1.0
+    assert "reward function mine:reward raised SystemExit: 4" in eps[1].error
+    assert eps[2].error is None

@@ -213,7 +213,7 @@ class _Game:
         """Read the tools of episode i's env; False (its episode failed, with the reason) if they cannot be."""
         try:
             self.tools[i] = tools_of(self.envs[i])
-        except Exception as err:  # a tools() that raises, or a tool that cannot be declared
+        except (Exception, SystemExit) as err:  # a tools() that raises, or a tool that cannot be declared
             episodes[i].error = f"the env's tools: {type(err).__name__}: {err}"
             episodes[i].reward, episodes[i].done = self.settings.failure_reward, True
             return False
@@ -335,13 +335,13 @@ def call_envs(envs, indices: list[int], method: str, args: list[tuple]) -> dict:
             try:
                 start(*a)
                 started.add(i)
-            except Exception:
+            except (Exception, SystemExit):  # sys.exit() in an env fails its episode, not the run
                 out[i] = EnvFailure(traceback.format_exc())
     for i, a in zip(indices, args):
         if i in out:
             continue
         try:
             out[i] = getattr(envs[i], "finish_" + method)() if i in started else getattr(envs[i], method)(*a)
-        except Exception:
+        except (Exception, SystemExit):
             out[i] = EnvFailure(traceback.format_exc())
     return out

@@ -33,7 +33,7 @@ def check_env(cfg, splits=None) -> float:
         try:
             try:
                 envs, _, observations = source.train(1, 0) if split == "train" else getattr(source, split)()
-            except Exception as err:  # noqa: BLE001 (the user's code: anything it raises is named)
+            except (Exception, SystemExit) as err:  # noqa: BLE001 (the user's code: anything it raises is named)
                 raise EnvBroken(f"{what}: building its envs raised {reason(_trace(err))}") from None
             if not envs:
                 continue
@@ -75,7 +75,7 @@ def _call(method, *args):
 
     try:
         return method(*args)
-    except Exception as err:  # noqa: BLE001
+    except (Exception, SystemExit) as err:  # noqa: BLE001 (sys.exit() in the user's code is its failure)
         return EnvFailure(_trace(err))
 
 

@@ -124,7 +124,7 @@ def score(fn: Callable, name: str, completion: str, prompt: str, row: dict, task
             value = fn(prompts=[prompt], completions=[completion], **_trl_columns(row))
         else:
             value = fn(completion, **row)
-    except Exception as err:
+    except (Exception, SystemExit) as err:  # sys.exit() in a reward function fails its episode, not the run
         raise RewardError(f"reward function {name} raised {type(err).__name__}: {err} (task {task})") from err
     if batched:
         if not isinstance(value, (list, tuple)) or len(value) != 1:

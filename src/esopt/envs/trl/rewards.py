@@ -69,7 +69,7 @@ def total(rewards: list[RewardFn], instance, row: dict, prompt: str, completion:
     for r in rewards:
         try:
             got = r.fn(**fitted(r.fn, offered))
-        except Exception as err:
+        except (Exception, SystemExit) as err:  # sys.exit() fails the episode, not the run
             raise RewardError(f"reward function {r.name} raised {type(err).__name__}: {err} (task {task})") from err
         if not isinstance(got, (list, tuple)) or len(got) != 1:
             raise RewardError(f"reward function {r.name} returned {_short(got)} for one completion; return a list "
@@ -82,7 +82,7 @@ def total(rewards: list[RewardFn], instance, row: dict, prompt: str, completion:
             parts["get_reward"] = _number(own(), f"{type(instance).__name__}.get_reward()", task)
         except RewardError:
             raise
-        except Exception as err:
+        except (Exception, SystemExit) as err:
             raise RewardError(f"{type(instance).__name__}.get_reward() raised {type(err).__name__}: {err} "
                               f"(task {task})") from err
         value += parts["get_reward"]
