@@ -206,3 +206,13 @@ def test_a_nested_key_given_directly_under_env_keeps_the_files_other_nested_keys
     web = load_config("configs/miniwob.yaml", ["env.web.workers=4"]).env.options.web
     assert (web.workers, web.obs_max_chars, web.max_live) == (4, 2000, 16)
     assert load_config("configs/miniwob.yaml", ["env.options.web.workers=3"]).env.options.web.obs_max_chars == 2000
+
+
+def test_a_module_that_does_not_parse_or_raises_on_import_is_one_line(tmp_path, monkeypatch):
+    (tmp_path / "broken_env_mod.py").write_text("class Env:\n    def reset(self\n")
+    (tmp_path / "raising_env_mod.py").write_text("import sys\nsys.exit('no data file')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ConfigError, match=r"broken_env_mod has a syntax error: '\(' was never closed \(.*line 2\)"):
+        load_config(None, ["env.id=broken_env_mod:Env"])
+    with pytest.raises(ConfigError, match=r"importing raising_env_mod raised SystemExit: no data file"):
+        load_config(None, ["env.id=raising_env_mod:Env"])

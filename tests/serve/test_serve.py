@@ -175,6 +175,7 @@ def test_bad_requests_get_one_json_error_line_and_change_nothing(esopt_cache, tm
                   400, "tool_call_id")
         one_error(http.post("/v1/chat/completions", json={**chat, "logprobs": True}), 400, "logprobs", "not served")
         one_error(http.post("/v1/chat/completions", json={**chat, "top_k": 5}), 400, "top_k", "not a field")
+        one_error(http.post("/v1/chat/completions", json={**chat, "seed": 2 ** 80}), 400, "seed")
         one_error(http.get("/v1/nope"), 404, "no route")
         one_error(http.post("/es/reward", json={"episode": "g0-m9-e0", "reward": 1}), 404, "not assigned")
         one_error(http.post("/es/reward", json={"episode": "g7-m0-e0", "reward": 1}), 404, "not assigned")

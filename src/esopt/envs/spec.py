@@ -348,9 +348,8 @@ def import_target(path: str) -> Any:
         obj = importlib.import_module(module_name)
     except ModuleNotFoundError as err:
         obj = _from_cwd(module_name, err, path)
-    except ImportError as err:
-        raise UnknownEnv(f"env.id={path}: cannot import {module_name} ({err}); install it, or put its folder on "
-                         f"PYTHONPATH") from None
+    except (Exception, SystemExit) as err:  # noqa: BLE001 (the user's module: whatever its import raised)
+        raise _import_failure(err, module_name, path) from None
     for part in attr.split("."):
         try:
             obj = getattr(obj, part)
@@ -368,10 +367,21 @@ def _from_cwd(module_name: str, err: ModuleNotFoundError, path: str):
     sys.path.append(cwd)
     try:
         return importlib.import_module(module_name)
-    except ImportError as again:
-        sys.path.remove(cwd)
-        raise UnknownEnv(f"env.id={path}: cannot import {module_name} ({again}); install it, or put its folder "
-                         f"on PYTHONPATH") from None
+    except (Exception, SystemExit) as again:  # noqa: BLE001
+        if isinstance(again, ImportError):
+            sys.path.remove(cwd)
+        raise _import_failure(again, module_name, path) from None
+
+
+def _import_failure(err: BaseException, module_name: str, path: str) -> UnknownEnv:
+    """One line for a module that did not import: not found, a syntax error (where), or what its code raised."""
+    if isinstance(err, ImportError):
+        return UnknownEnv(f"env.id={path}: cannot import {module_name} ({err}); install it, or put its folder on "
+                          f"PYTHONPATH")
+    if isinstance(err, SyntaxError):
+        return UnknownEnv(f"env.id={path}: {module_name} has a syntax error: {err.msg} ({err.filename}, line "
+                          f"{err.lineno})")
+    return UnknownEnv(f"env.id={path}: importing {module_name} raised {type(err).__name__}: {err}")
 
 
 def _extend_path() -> None:

@@ -181,7 +181,8 @@ class HFPolicy:
                 + ([_abort_stop(abort)] if abort is not None else []))
         # sampling draws from a forked, locally seeded RNG: the global RNG is left as it was
         with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
-            torch.manual_seed(seed)
+            # torch takes [-2**63, 2**64): a seed past it (a served request's, plus a turn's offset) wraps
+            torch.manual_seed(seed if -(1 << 63) <= seed < (1 << 64) else seed % (1 << 63))
             with row_context(list(range(len(rows)))) if row_context else contextlib.nullcontext():
                 gen = self.model.generate(input_ids=ids, attention_mask=mask, return_dict_in_generate=True, **kwargs)
         if abort is not None and abort():

@@ -157,7 +157,7 @@ class ChatRequest(BaseModel):
     max_completion_tokens: int | None = Field(None, ge=1)
     stop: str | list[str] | None = None
     n: int = Field(1, ge=1)  # at most serve.max_n (serve/limits.py)
-    seed: int | None = None
+    seed: int | None = Field(None, ge=-(1 << 63), lt=1 << 64)  # torch's seed range; past it: a 400 naming seed
     ignore_eos: bool = False  # vLLM's extension: decode max_tokens tokens, never the end-of-turn token (benchmarks)
     stream: bool = False  # answered as server-sent events once the whole reply is decoded (chunks())
     stream_options: StreamOptions | None = None  # include_usage: a last chunk with the usage counts
