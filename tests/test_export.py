@@ -46,9 +46,16 @@ def test_export_refuses_a_non_empty_folder_unless_force(run, tmp_path, capsys):
     assert main(["export", str(run), str(tmp_path / "empty")]) == 0
     assert (tmp_path / "empty" / "model.safetensors").exists()
 
-    assert main(["export", str(run), str(out), "--force"]) == 0
-    info = json.loads((out / "esopt_export.json").read_text())
-    assert not (out / "keep.txt").exists() and (out / "config.json").exists() and info["generations"] == 1
+    capsys.readouterr()
+    assert main(["export", str(run), str(out), "--force"]) == 2  # --force never replaces a folder of the user's
+    err = capsys.readouterr().err
+    assert "is not an earlier export" in err and len(err.strip().splitlines()) == 1
+    assert contents(out) == {"keep.txt": b"mine"}
+    (tmp_path / "empty" / "note.txt").write_text("beside an earlier export")
+    assert main(["export", str(run), str(tmp_path / "empty"), "--force"]) == 0  # an earlier export is replaced
+    done = tmp_path / "empty"
+    info = json.loads((done / "esopt_export.json").read_text())
+    assert not (done / "note.txt").exists() and (done / "config.json").exists() and info["generations"] == 1
     assert info["weights_hash"] == json.loads((run / "summary.json").read_text())["weights_hash"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["empty", "file", "hf"]  # no temporary folder left
 

@@ -176,7 +176,8 @@ def args_export(x) -> None:
                    help=f"a GGUF's matrices as one of {', '.join(GGUF_TYPES)} (default f32: as trained; norms and "
                         "biases stay f32)")
     x.add_argument("--force", action="store_true",
-                   help="replace a non-empty OUT_DIR (only once the new export is complete; default: refuse)")
+                   help="replace an earlier export in OUT_DIR (only once the new export is complete; any other "
+                        "non-empty folder is refused)")
 
 
 def args_report(r) -> None:

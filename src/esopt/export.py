@@ -106,8 +106,8 @@ def write_model(out: Path, model, tok, info: dict, fmt: str, gguf_type: str, ext
 
 
 def check_destination(run_dir: str | Path, out: Path, force: bool) -> None:
-    """Refuse (FileExistsError, one line) an output that is not a folder, holds the run, or
-    is a non-empty folder without force."""
+    """Refuse (FileExistsError, one line) an output that is not a folder, holds the run, is a
+    non-empty folder without force, or (with force) a non-empty folder that is not an earlier export."""
     if out.exists() and not out.is_dir():
         raise FileExistsError(f"export destination {out} exists and is not a folder")
     if not _is_empty_dir(out):
@@ -117,6 +117,9 @@ def check_destination(run_dir: str | Path, out: Path, force: bool) -> None:
         if not force:
             raise FileExistsError(f"export destination {out} is not empty: pass --force to replace it "
                                   f"(replaced only once the new export is complete)")
+        if not (out / "esopt_export.json").is_file():  # --force on a working folder would delete the user's files
+            raise FileExistsError(f"export destination {out} is not an earlier export (it has no "
+                                  f"esopt_export.json): --force replaces only an export; choose a new or empty folder")
 
 
 def write_folder(out: Path, write) -> None:
