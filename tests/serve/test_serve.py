@@ -176,6 +176,11 @@ def test_bad_requests_get_one_json_error_line_and_change_nothing(esopt_cache, tm
         one_error(http.post("/v1/chat/completions", json={**chat, "logprobs": True}), 400, "logprobs", "not served")
         one_error(http.post("/v1/chat/completions", json={**chat, "top_k": 5}), 400, "top_k", "not a field")
         one_error(http.post("/v1/chat/completions", json={**chat, "seed": 2 ** 80}), 400, "seed")
+        one_error(http.post("/v1/chat/completions", content=b'{"model": "member-0", "messages": [{"role": "user", '
+                            b'"content": "\\ud800"}]}'), 400, "lone surrogate")
+        one_error(http.post("/v1/chat/completions", content=b"[" * 5000 + b"]" * 5000), 400, "nests deeper")
+        one_error(http.post("/es/reward", content=b'{"episode": "g0-m0-e0", "reward": 1, "metadata": '
+                            + b'{"a": ' * 40 + b"1" + b"}" * 41), 400, "nests deeper")
         one_error(http.get("/v1/nope"), 404, "no route")
         one_error(http.post("/es/reward", json={"episode": "g0-m9-e0", "reward": 1}), 404, "not assigned")
         one_error(http.post("/es/reward", json={"episode": "g7-m0-e0", "reward": 1}), 404, "not assigned")

@@ -27,6 +27,31 @@ DISCONNECT_POLL_S = 0.25  # how often a waiting chat request looks whether its c
 SHUTDOWN_S = 2.0
 
 
+MAX_DEPTH = 32  # JSON nesting a request body may have (a chat's deepest is ~6: messages, tool calls, schemas)
+
+
+def checked_json(body):
+    """A parsed body whose nesting is at most MAX_DEPTH and whose strings are valid Unicode (JSON lets a lone
+    surrogate such as "\\ud800" through, which no tokenizer can encode); ServeError 400 naming what is wrong."""
+    stack = [(body, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ServeError(400, f"the request body nests deeper than {MAX_DEPTH} levels")
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as err:
+                raise ServeError(400, f"the request body holds a lone surrogate ({value[err.start]!a}), which is "
+                                      "not valid Unicode") from None
+        elif isinstance(value, dict):
+            stack.extend((v, depth + 1) for v in value.values())
+            stack.extend((k, depth) for k in value)
+        elif isinstance(value, list):
+            stack.extend((v, depth + 1) for v in value)
+    return body
+
+
 def needs_token(host: str) -> bool:
     if host in LOOPBACK:
         return False
@@ -62,9 +87,12 @@ def build_app(desk, token: str | None = None):
             raise ServeError(400, "the client disconnected before its request body was complete") from None
         raw = b"".join(parts)
         try:
-            return json.loads(raw or b"{}")
+            body = json.loads(raw or b"{}")
         except ValueError:
             raise ServeError(400, "the request body is not JSON") from None
+        except RecursionError:
+            raise ServeError(400, f"the request body nests deeper than {MAX_DEPTH} levels") from None
+        return checked_json(body)
 
     def route(fn):
         async def handler(request):
