@@ -607,14 +607,23 @@ def test_sigterm_mid_decode_stops_the_server_within_5_seconds(esopt_cache, tmp_p
                     "ignore_eos": True}
             asker = threading.Thread(target=lambda: answer.update(r=http.post("/v1/chat/completions", json=chat)))
             asker.start()
-            time.sleep(1.0)  # decoding now
+            time.sleep(1.0)  # decoding now; other members' requests wait behind it in the queue
+            waiting = [threading.Thread(target=lambda k=k: answer.update({k: http.post("/v1/chat/completions",
+                                                                                        json={**chat, "model": f"member-{k}"})}))
+                       for k in (1, 2, 3)]
+            for t in waiting:
+                t.start()
+            time.sleep(0.5)
             t0 = time.monotonic()
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(5) == 130 and time.monotonic() - t0 < 5
-            asker.join(5)
+            for t in [asker, *waiting]:
+                t.join(5)
         out = proc.stdout.read()
         assert "SIGTERM" in out and f"continue with: esopt serve --resume {run}" in out, out
         assert answer["r"].status_code == 503 and "stopping" in answer["r"].json()["error"]["message"]
+        for k in (1, 2, 3):  # the waiting clients are told to retry after the resume, not that training is over
+            assert answer[k].status_code == 503 and "retry once the run is resumed" in answer[k].json()["error"]["message"]
         assert (run / "config.yaml").exists() and not (run / "serve.json").exists()
     finally:
         proc.kill()

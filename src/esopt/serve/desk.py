@@ -20,6 +20,9 @@ from .limits import Limits, model_positions
 from .protocol import CENTER, ChatRequest, FinishPost, RewardPost, ServeError, member_index
 from .tools import prompt_text, run_format
 
+# what a client hears when the run stops before it is over (a SIGTERM, a failure): a retry after the resume works
+STOPPING_LINE = "the server is stopping before training is over: retry once the run is resumed (esopt serve --resume)"
+
 
 class Desk:
     """State shared by the HTTP threads and the model thread. load() -> chats taken by the scheduler and not
@@ -57,8 +60,8 @@ class Desk:
         """No generation is played any more: the run is updating (or evaluating) or finished."""
         with self.lock:
             self.gen, self.state = None, state
-        if state == "finished":
-            self.ready.set()  # start requests waiting now hear that training is over
+        if state in ("finished", "stopping"):
+            self.ready.set()  # start requests waiting now hear that training is over, or that the server stops
         else:
             self.ready.clear()
 
@@ -83,6 +86,8 @@ class Desk:
         with self.lock:
             if self.state == "finished":
                 raise ServeError(409, "training is over: nothing more is served")
+            if self.state == "stopping":
+                raise ServeError(503, STOPPING_LINE, "server_error")
             gen = self.gen
             if k is not None:
                 if gen is not None and gen.kind == "evaluation":
@@ -109,6 +114,8 @@ class Desk:
                     return self.gen.assignment()
                 if self.state == "finished":
                     raise ServeError(409, "training is over: no generation to play")
+                if self.state == "stopping":
+                    raise ServeError(503, STOPPING_LINE, "server_error")
             if not ready or time.time() >= deadline:
                 raise ServeError(503, "no generation is being played now (the server is updating or evaluating); "
                                       "POST /es/generation/start waits for the next one", "server_error")

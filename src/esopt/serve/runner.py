@@ -13,11 +13,12 @@ the history (the last complete one).
 from __future__ import annotations
 
 import math
+import sys
 import time
 
 from ..train.runner import LocalRunner, Played
 from ..utils.seeding import derive_seed
-from .desk import Desk
+from .desk import STOPPING_LINE, Desk
 from .episodes import Evaluation, Generation, posted_rewards, with_task_ids
 from .jobs import Job
 from .protocol import CENTER, ServeError
@@ -95,9 +96,14 @@ class ServeRunner(LocalRunner):
             self.desk.ready.clear()
 
     def close(self) -> None:
+        """The server's end. Called from the session's finally: with an exception on its way out (a stop asked
+        for, a failure) the run is not over, and waiting clients hear 503 (retry once the run is resumed);
+        after the last generation they hear 409 (training is over)."""
         self._written(final=True)
-        self.desk.retire("finished")
-        self.scheduler.fail_waiting(ServeError(409, "training is over: nothing more is served"))
+        stopping = sys.exc_info()[0] is not None
+        self.desk.retire("stopping" if stopping else "finished")
+        self.scheduler.fail_waiting(ServeError(503, STOPPING_LINE, "server_error") if stopping else
+                                    ServeError(409, "training is over: nothing more is served"))
         if self.server is not None:
             self.server.stop()
 

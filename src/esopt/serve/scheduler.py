@@ -32,6 +32,7 @@ from ..models.policy import DecodeAborted
 from ..train import stop
 from ..train.member_weights import batched, member_weights
 from ..utils.seeding import derive_seed
+from .desk import STOPPING_LINE
 from .jobs import Job
 from .protocol import CENTER, ServeError, member_index
 
@@ -183,7 +184,7 @@ class Scheduler:
                 if job.dropped():
                     job.drop()
                 elif not job.future.done():
-                    job.future.set_exception(ServeError(503, "the server is stopping", "server_error"))
+                    job.future.set_exception(ServeError(503, STOPPING_LINE, "server_error"))
         except Exception as err:  # one batch failing fails its requests only
             for job in batch:
                 self._forget(job)
