@@ -210,6 +210,9 @@ class RunConfig(Strict):
     out_dir: str = "runs"
     name: str | None = None  # run folder name; default: <env>-<timestamp>
     failure_reward: float = 0.0  # reward of an episode whose rollout raised
+    # seconds one call of the env's code (reset, step, close; a reward function runs inside step) may take: past
+    # it the call is stopped and its episode fails (agent/timebox.py); none: no limit
+    call_timeout_s: float | None = Field(300.0, gt=0)
     # stop training once its updates have taken this many seconds (evaluations excluded; train/loop.py):
     # runs compared at equal wall-clock (`esopt bench compare --budget-seconds`); none: every update runs
     budget_seconds: float | None = Field(None, gt=0)

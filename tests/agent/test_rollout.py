@@ -120,3 +120,32 @@ def test_sys_exit_in_env_or_reward_code_fails_only_its_episode():
     assert "SystemExit: 3" in eps[0].error and eps[0].reward == -1.0
     assert "reward function mine:reward raised SystemExit: 4" in eps[1].error
     assert eps[2].error is None
+
+
+def test_an_env_call_past_its_time_limit_fails_only_its_episode():
+    """run.call_timeout_s: a step that never returns (a user's `except Exception` inside it included) is stopped
+    at its limit and fails its episode; the others go on, and the alarm is left as it was."""
+    import signal
+    import time
+
+    class Stuck:
+        max_turns = 2
+
+        def reset(self, seed=None):
+            return "q", {}
+
+        def step(self, action):
+            while True:
+                try:
+                    time.sleep(10)
+                except Exception:  # cannot swallow the time limit
+                    pass
+
+    t0 = time.monotonic()
+    envs = [Stuck(), make("sudoku", size=4, blanks=1)]
+    eps = rollout(ScriptedPolicy(lambda c: "r1c1=1"), envs, ["a", "b"], [None] * 2, AgentContext(),
+                  RolloutSettings(DecodeOptions(4), failure_reward=-1.0, call_timeout=0.3))
+    assert time.monotonic() - t0 < 5
+    assert "CallTimeout: the env's step() took longer than 0.3 s (run.call_timeout_s)" in eps[0].error
+    assert eps[0].reward == -1.0 and eps[1].error is None
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0) and signal.getsignal(signal.SIGALRM) == signal.SIG_DFL

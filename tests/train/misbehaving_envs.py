@@ -67,3 +67,24 @@ class TasksByOption(NanSometimes):
     @staticmethod
     def distinct_tasks(every: int = 2, **_):
         return every
+
+
+class HangsSometimes(NanSometimes):
+    """NanSometimes, but its step never returns (where that one answered NaN): run.call_timeout_s stops it."""
+
+    def step(self, action):
+        import time
+
+        while self.seed % self.every == 0 and action:
+            time.sleep(1)
+        return "Done.", min(len(action), 10) / 10, True, False, {}
+
+
+class HangsOnCheck(NanSometimes):
+    """A step that never returns, even for the pre-run check's empty reply."""
+
+    def step(self, action):
+        import time
+
+        while True:
+            time.sleep(1)

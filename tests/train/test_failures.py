@@ -158,3 +158,17 @@ def test_export_checks_the_env_before_the_weights_and_report_needs_none(esopt_ca
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "cannot import misbehaving_envs" in err and not (tmp_path / "hf").exists()
     assert main(["report", str(tmp_path / "r")]) == 0
+
+
+def test_a_step_that_never_returns_fails_its_episode_at_the_time_limit(esopt_cache, tmp_path, capsys, monkeypatch):
+    """run.call_timeout_s (agent/timebox.py): in the pre-run check, one line before anything is written; in
+    training and evaluations, the episode fails with the reason on the console counts and the run goes on."""
+    monkeypatch.syspath_prepend(str(HERE))
+    assert main(args(tmp_path, "HangsOnCheck", "run.call_timeout_s=0.5")) == 2
+    err = [x for x in capsys.readouterr().err.splitlines() if x.startswith("esopt")]
+    assert len(err) == 1 and "step('')" in err[0] and "took longer than 0.5 s (run.call_timeout_s)" in err[0], err
+    assert not (tmp_path / "r").exists()
+    assert main(args(tmp_path, "HangsSometimes", "run.call_timeout_s=0.5")) == 0
+    out = capsys.readouterr().out
+    lines = [x for x in out.splitlines() if "episodes failed (first: " in x]
+    assert lines and "took longer than 0.5 s" in lines[0], out

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 from ..models.decode import Caches, DecodeOptions, RowWeights
 from ..models.policy import DecodeAborted
+from .timebox import CallTimeout, time_limit
 from .tools import ToolSettings, chat, read_calls, resolve_format, result_messages, run_calls, tools_of
 
 
@@ -79,7 +80,8 @@ class RolloutSettings:
     (env.max_turns or None, default): the configured limit, else each env's own ``max_turns``, else the
     default; record_ids: each turn also keeps `prompt_ids` and `token_ids`, the exact prompt and
     generated tokens (for training on them: GRPO); tools: how the calls of an env's tools are run
-    (agent/tools.py ToolSettings)."""
+    (agent/tools.py ToolSettings); call_timeout: seconds one call of the env's reset, step or close may take
+    before it is stopped and its episode fails (None: no limit; agent/timebox.py)."""
 
     decode: DecodeOptions = DecodeOptions()
     failure_reward: float = 0.0
@@ -88,6 +90,7 @@ class RolloutSettings:
     max_turns: int | tuple | None = None
     record_ids: bool = False
     tools: ToolSettings = ToolSettings()
+    call_timeout: float | None = None  # seconds one env call (reset, step, close) may take (agent/timebox.py)
 
     def seeded(self, seed: int) -> "RolloutSettings":
         """The same settings with the decoding seed `seed`."""
@@ -190,7 +193,8 @@ class _Game:
     def _start(self, starting: list[int], episodes: list[Episode], current: list) -> list[int]:
         """Reset the envs of episodes that start now; the ones that started (a failed reset ends its episode)."""
         started = []
-        for i, result in call_envs(self.envs, starting, "reset", [()] * len(starting)).items():
+        for i, result in call_envs(self.envs, starting, "reset", [()] * len(starting),
+                                      self.settings.call_timeout).items():
             result = checked(result, "reset")
             if isinstance(result, EnvFailure):
                 episodes[i].error = result.traceback
@@ -236,7 +240,8 @@ class _Game:
         """Each live episode's reply run as tool calls, or stepped in its env; and the turn recorded."""
         called = {i: self._tool_turn(i, reply, episodes) for i, reply in zip(live, replies)}
         to_step = [(i, r) for i, r in zip(live, replies) if called[i] is None]
-        stepped = call_envs(self.envs, [i for i, _ in to_step], "step", [(r,) for _, r in to_step])
+        stepped = call_envs(self.envs, [i for i, _ in to_step], "step", [(r,) for _, r in to_step],
+                            self.settings.call_timeout)
         for k, (i, reply) in enumerate(zip(live, replies)):
             ep = episodes[i]
             if called[i] is not None:  # a tool turn: its results are the next observation
@@ -264,7 +269,7 @@ class _Game:
                 ep.done, ep.solved = True, bool(info.get("solved", False))
                 ep.truncated = bool(truncated or over_limit) and not terminated
                 if over_limit and not truncated:
-                    close_quietly(self.envs[i])
+                    close_quietly(self.envs[i], self.settings.call_timeout)
 
 
 def turn_limit(env, max_turns) -> int | None:
@@ -308,11 +313,12 @@ def _short(value) -> str:
     return text if len(text) <= 200 else text[:200] + "..."
 
 
-def close_quietly(env) -> None:
-    """Close an env the rollout truncated (the env did not end its episode itself)."""
+def close_quietly(env, limit: float | None = None) -> None:
+    """Close an env the rollout truncated (the env did not end its episode itself), within the time limit."""
     try:
-        env.close()
-    except Exception:
+        with time_limit(limit, "the env's close()"):
+            env.close()
+    except (Exception, SystemExit, CallTimeout):
         pass
 
 
@@ -323,25 +329,29 @@ class EnvFailure:
     traceback: str
 
 
-def call_envs(envs, indices: list[int], method: str, args: list[tuple]) -> dict:
+def call_envs(envs, indices: list[int], method: str, args: list[tuple], limit: float | None = None) -> dict:
     """``envs[i].<method>(*args)`` for each index, as {index: result or EnvFailure}. Envs that offer
     ``start_<method>``/``finish_<method>`` (browser envs in worker processes, envs/browser/workers.py)
-    all get started before any is waited for, so they run at the same time; the others run in turn."""
+    all get started before any is waited for, so they run at the same time; the others run in turn.
+    limit: seconds each call (each start, each finish) may take; past it the call is stopped and its
+    episode fails (agent/timebox.py)."""
     out: dict = {}
     started = set()
     for i, a in zip(indices, args):
         start = getattr(envs[i], "start_" + method, None)
         if start is not None:
             try:
-                start(*a)
+                with time_limit(limit, f"the env's {method}()"):
+                    start(*a)
                 started.add(i)
-            except (Exception, SystemExit):  # sys.exit() in an env fails its episode, not the run
+            except (Exception, SystemExit, CallTimeout):  # sys.exit() in an env fails its episode, not the run
                 out[i] = EnvFailure(traceback.format_exc())
     for i, a in zip(indices, args):
         if i in out:
             continue
         try:
-            out[i] = getattr(envs[i], "finish_" + method)() if i in started else getattr(envs[i], method)(*a)
-        except (Exception, SystemExit):
+            with time_limit(limit, f"the env's {method}()"):
+                out[i] = getattr(envs[i], "finish_" + method)() if i in started else getattr(envs[i], method)(*a)
+        except (Exception, SystemExit, CallTimeout):
             out[i] = EnvFailure(traceback.format_exc())
     return out

@@ -38,12 +38,13 @@ def check_env(cfg, splits=None) -> float:
             if not envs:
                 continue
             env, obs = envs[0], observations[0]
+            limit = cfg.run.call_timeout_s
             if obs is None:
-                result = checked(_call(env.reset), "reset")
+                result = checked(_call(env.reset, limit=limit), "reset")
                 if isinstance(result, EnvFailure):
                     raise EnvBroken(f"{what}: reset() {_said(result)}")
             _check_tools(env, cfg.agent, what)
-            result = checked(_call(env.step, ""), "step")
+            result = checked(_call(env.step, "", limit=limit), "step")
             if isinstance(result, EnvFailure):
                 raise EnvBroken(f"{what}: step('') (a reply, as the model may give one) {_said(result)}")
         finally:
@@ -70,12 +71,15 @@ def _check_tools(env, agent, what: str) -> None:
                         f"so the question must stay in view: set agent.history=full (or agent.window >= 2)")
 
 
-def _call(method, *args):
+def _call(method, *args, limit: float | None = None):
+    """method(*args) within the time limit (agent/timebox.py); an EnvFailure for whatever it raised."""
     from ..agent.rollout import EnvFailure
+    from ..agent.timebox import CallTimeout, time_limit
 
     try:
-        return method(*args)
-    except (Exception, SystemExit) as err:  # noqa: BLE001 (sys.exit() in the user's code is its failure)
+        with time_limit(limit, f"the env's {method.__name__}()"):
+            return method(*args)
+    except (Exception, SystemExit, CallTimeout) as err:  # noqa: BLE001 (sys.exit() in the user's code is its failure)
         return EnvFailure(_trace(err))
 
 

@@ -29,12 +29,13 @@ def turn_limit_of(cfg) -> tuple[int | None, int]:
 def rollout_settings(cfg, sampling: Sampling | None = None, record_ids: bool = False) -> RolloutSettings:
     """How the config's episodes are played (agent/rollout.py RolloutSettings): the agent's decoding (with
     `sampling` instead of agent.sampling, if given), the run's failure reward, the env's turn limit and
-    live episodes, agent.kv_reuse, agent.tools."""
+    live episodes, agent.kv_reuse, agent.tools, run.call_timeout_s."""
     t = cfg.agent.tools
     return RolloutSettings(DecodeOptions.of_agent(cfg.agent, sampling), failure_reward=cfg.run.failure_reward,
                            max_live=max_live_of(cfg), kv_reuse=cfg.agent.kv_reuse, max_turns=turn_limit_of(cfg),
                            record_ids=record_ids,
-                           tools=ToolSettings(t.format, t.call_timeout, t.max_result_chars, t.max_calls))
+                           tools=ToolSettings(t.format, t.call_timeout, t.max_result_chars, t.max_calls),
+                           call_timeout=cfg.run.call_timeout_s)
 
 
 def run_episodes(policy, envs, ids, obs, cfg, seed: int, on_turn=None, rows=None, context=None, abort=None):
