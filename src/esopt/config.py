@@ -185,6 +185,9 @@ class AgentConfig(Strict):
     decode: Literal["dynamic", "static", "compiled"] = "dynamic"
     sampling: SamplingConfig = SamplingConfig()
     tools: ToolsConfig = ToolsConfig()
+    # an env observation longer than this fails its episode before it is tokenized (a megabyte would stall the
+    # run for minutes, and fits no model's positions)
+    max_observation_chars: int = Field(100_000, ge=1)
 
 
 class RuntimeConfig(Strict):

@@ -149,3 +149,23 @@ def test_an_env_call_past_its_time_limit_fails_only_its_episode():
     assert "CallTimeout: the env's step() took longer than 0.3 s (run.call_timeout_s)" in eps[0].error
     assert eps[0].reward == -1.0 and eps[1].error is None
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0) and signal.getsignal(signal.SIGALRM) == signal.SIG_DFL
+
+
+def test_an_observation_past_the_size_limit_fails_its_episode_before_tokenizing():
+    class Huge:
+        max_turns = 2
+
+        def __init__(self, size):
+            self.size = size
+
+        def reset(self, seed=None):
+            return "x" * self.size, {}
+
+        def step(self, action):
+            return "y" * 50, 0.0, True, False, {}  # the last observation is not played: not refused
+
+    policy = ScriptedPolicy(lambda c: "a")
+    eps = rollout(policy, [Huge(1 << 20), Huge(10)], ["a", "b"], [None] * 2, AgentContext(),
+                  RolloutSettings(DecodeOptions(4), max_observation_chars=20))
+    assert "returned an observation of 1,048,576 characters; agent.max_observation_chars is 20" in eps[0].error
+    assert eps[1].error is None and policy.batches == [1]  # the huge one never reached the model

@@ -88,3 +88,10 @@ class HangsOnCheck(NanSometimes):
 
         while True:
             time.sleep(1)
+
+
+class HugeReset(NanSometimes):
+    """reset returns a megabyte of text."""
+
+    def reset(self, seed=None):
+        return "x" * (1 << 20), {}

@@ -172,3 +172,11 @@ def test_a_step_that_never_returns_fails_its_episode_at_the_time_limit(esopt_cac
     out = capsys.readouterr().out
     lines = [x for x in out.splitlines() if "episodes failed (first: " in x]
     assert lines and "took longer than 0.5 s" in lines[0], out
+
+
+def test_a_megabyte_observation_is_one_line_before_the_run(esopt_cache, tmp_path, capsys, monkeypatch):
+    monkeypatch.syspath_prepend(str(HERE))
+    assert main(args(tmp_path, "HugeReset")) == 2
+    err = [x for x in capsys.readouterr().err.splitlines() if x.startswith("esopt")]
+    assert len(err) == 1 and "observation of 1,048,576 characters; agent.max_observation_chars is 100,000" in err[0]
+    assert not (tmp_path / "r").exists()

@@ -91,6 +91,7 @@ class RolloutSettings:
     record_ids: bool = False
     tools: ToolSettings = ToolSettings()
     call_timeout: float | None = None  # seconds one env call (reset, step, close) may take (agent/timebox.py)
+    max_observation_chars: int | None = None  # a longer observation fails its episode before it is tokenized
 
     def seeded(self, seed: int) -> "RolloutSettings":
         """The same settings with the decoding seed `seed`."""
@@ -195,7 +196,7 @@ class _Game:
         started = []
         for i, result in call_envs(self.envs, starting, "reset", [()] * len(starting),
                                       self.settings.call_timeout).items():
-            result = checked(result, "reset")
+            result = checked(result, "reset", self.settings.max_observation_chars)
             if isinstance(result, EnvFailure):
                 episodes[i].error = result.traceback
                 episodes[i].reward, episodes[i].done = self.settings.failure_reward, True
@@ -250,7 +251,7 @@ class _Game:
                 past[i].append((current[i], reply))
                 current[i] = called[i]
                 continue
-            result = checked(stepped[i], "step")
+            result = checked(stepped[i], "step", self.settings.max_observation_chars)
             if isinstance(result, EnvFailure):  # the turn stays in the record: the reply that made it fail
                 ep.turns.append({"response": reply, "action": None, "feedback": None, "reward": None, "failed": True})
                 ep.error = result.traceback
@@ -282,9 +283,10 @@ def turn_limit(env, max_turns) -> int | None:
     return configured or (own if isinstance(own, int) and not isinstance(own, bool) and own > 0 else default)
 
 
-def checked(result, method: str):
+def checked(result, method: str, max_chars: int | None = None):
     """An env's answer to reset/step as the protocol says (obs, info) / (obs, reward, terminated,
-    truncated, info), or an EnvFailure saying what came back instead."""
+    truncated, info), or an EnvFailure saying what came back instead; also one whose observation, still to
+    be played, is longer than max_chars (tokenizing a megabyte would stall the run, and no model fits it)."""
     if isinstance(result, EnvFailure):
         return result
     size = 2 if method == "reset" else 5
@@ -301,6 +303,9 @@ def checked(result, method: str):
         else:
             if not math.isfinite(result[1]):  # NaN or infinity: no number to learn from, and not JSON
                 return EnvFailure(f"the env's step() returned the reward {result[1]!r}; a reward is a finite number")
+    if ok and max_chars is not None and len(result[0]) > max_chars and (method == "reset" or not any(result[2:4])):
+        return EnvFailure(f"the env's {method}() returned an observation of {len(result[0]):,} characters; "
+                          f"agent.max_observation_chars is {max_chars:,} (raise it if the model's positions hold it)")
     if ok:
         return result
     shape = "(observation: str, info: dict)" if method == "reset" else \

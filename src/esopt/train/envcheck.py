@@ -40,7 +40,7 @@ def check_env(cfg, splits=None) -> float:
             env, obs = envs[0], observations[0]
             limit = cfg.run.call_timeout_s
             if obs is None:
-                result = checked(_call(env.reset, limit=limit), "reset")
+                result = checked(_call(env.reset, limit=limit), "reset", cfg.agent.max_observation_chars)
                 if isinstance(result, EnvFailure):
                     raise EnvBroken(f"{what}: reset() {_said(result)}")
             _check_tools(env, cfg.agent, what)

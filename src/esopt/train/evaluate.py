@@ -35,7 +35,7 @@ def rollout_settings(cfg, sampling: Sampling | None = None, record_ids: bool = F
                            max_live=max_live_of(cfg), kv_reuse=cfg.agent.kv_reuse, max_turns=turn_limit_of(cfg),
                            record_ids=record_ids,
                            tools=ToolSettings(t.format, t.call_timeout, t.max_result_chars, t.max_calls),
-                           call_timeout=cfg.run.call_timeout_s)
+                           call_timeout=cfg.run.call_timeout_s, max_observation_chars=cfg.agent.max_observation_chars)
 
 
 def run_episodes(policy, envs, ids, obs, cfg, seed: int, on_turn=None, rows=None, context=None, abort=None):
