@@ -40,7 +40,11 @@ def test_a_tool_env_trains_evaluates_and_resumes_with_calls_recorded(esopt_cache
     args = ["train", "configs/demo.yaml", *TINY_OVERRIDES, *ENV, "es.generations=2", f"run.out_dir={tmp_path}",
             "run.name=tools"]
     assert main(args) == 0
+    out = capsys.readouterr().out  # the tiny model never answers a product: every member scores 0
+    assert "[esopt] gen 1/2: reward mean 0.000" in out and "| no update: every member scored alike" in out, out
     run = tmp_path / "tools"
+    flat = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [m.get("no_update") for m in flat if m["kind"] == "train"] == [True, True]
     assert main(["train", "--resume", str(run), "es.generations=3"]) == 0
     assert len(json.loads((run / "history.json").read_text())["generations"]) == 3
     capsys.readouterr()

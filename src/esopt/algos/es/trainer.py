@@ -139,6 +139,8 @@ class Trainer(ModelReplica):
             "tokens": played.tokens, **{f"time_{k}": v for k, v in times.items()}, **played.extra, **extra,
             "peak_rss_mb": peak_rss_mb(),  # this process's peak so far (with Ray: the driver's); the report's memory
         }
+        if self.step.moves_weights and not np.any(np.asarray(record.get("coefficients") or [0.0])):
+            stats["no_update"] = True  # every member's shaped reward is 0: the weights did not move
         if failed:
             stats.update(failed_episodes=failed, first_failure=first)
         self.run.log(stats)
@@ -154,6 +156,7 @@ class Trainer(ModelReplica):
             return (f"[esopt] gen {t + 1}/{T}: reward mean {s['reward_mean']:.3f} max {s['reward_max']:.3f} "
                     f"min {s['reward_min']:.3f} | sigma {s['sigma']:.2e} alpha {s['alpha']:.2e} | {seconds:.0f}s "
                     f"(rollout {s['time_rollout']:.0f}s, noise {s['time_perturb'] + s['time_restore'] + s['time_update']:.0f}s)"
+                    + (" | no update: every member scored alike" if s.get("no_update") else "")
                     + (f" | {s['failed_episodes']}/{s['episodes']} episodes failed (first: {s['first_failure']})"
                        if s.get("failed_episodes") else ""))
 
