@@ -15,8 +15,8 @@ class CodeToolEnv(TextEnv):
     max_turns = 4
 
     def __init__(self, family: str = "product", digits: int = 3, terms: int = 2, cpu_s: float = 2.0,
-                 wall_s: float = 5.0, memory_mb: int = 512, max_turns: int | None = None):
-        self.family, self.digits, self.terms = family, digits, terms
+                 wall_s: float = 5.0, memory_mb: int = 512, tool: bool = True, max_turns: int | None = None):
+        self.family, self.digits, self.terms, self.tool = family, digits, terms, tool
         self.limits = Limits(cpu_s=cpu_s, wall_s=wall_s, memory_mb=memory_mb)
         if max_turns is not None:
             self.max_turns = max_turns
@@ -29,7 +29,7 @@ class CodeToolEnv(TextEnv):
         return self.question, {"answer": self.answer}
 
     def tools(self) -> list:
-        return [self.python]
+        return [self.python] if self.tool else []  # tool=False: the same questions answered in the head
 
     def python(self, code: str) -> str:
         """Run Python code in a sandbox and return what it prints (a last bare expression is printed too).

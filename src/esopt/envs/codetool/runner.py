@@ -36,5 +36,8 @@ def _execute(code: str) -> None:
 
 
 def _last_line(err: BaseException) -> str:
-    lines = traceback.format_exception_only(type(err), err)
-    return " ".join(line.strip() for line in lines if line.strip())[-300:]
+    """The exception as one line, as a traceback's last line reads (a syntax error with its line)."""
+    text = traceback.format_exception_only(type(err), err)[-1].strip()
+    if isinstance(err, SyntaxError) and err.lineno:
+        text += f" (line {err.lineno})"
+    return text[-300:]

@@ -18,6 +18,7 @@ class CodeToolOptions(Strict):
     cpu_s: float = Field(2.0, gt=0)  # CPU seconds one python call may use
     wall_s: float = Field(5.0, gt=0)  # wall seconds one python call may take, the sandbox's start included
     memory_mb: int = Field(512, ge=128)  # address space of the sandbox child
+    tool: bool = True  # false: no python tool (the same questions, answered without it: a baseline)
 
 
 def code_tool_env(max_turns: int | None = None, **options):
