@@ -6,7 +6,7 @@ import json
 import pytest
 
 from esopt.agent.rollout import AgentContext, RolloutSettings, rollout
-from esopt.ahd.sandbox import protections
+from esopt.sandbox.parent import protections
 from esopt.envs.codetool.answer import as_int, boxed, correct
 from esopt.envs.codetool.env import CodeToolEnv
 from esopt.envs.codetool.problems import problem

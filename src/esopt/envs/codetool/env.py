@@ -2,7 +2,7 @@
 episode with a reply holding its answer as ``\\boxed{N}``: reward 1.0 when it is right, else 0."""
 from __future__ import annotations
 
-from ...ahd.sandbox import Limits
+from ...sandbox.parent import Limits
 from ..base import TextEnv
 from .answer import boxed, correct
 from .problems import problem

@@ -1,4 +1,4 @@
-"""The driver the sandbox child runs (esopt.ahd.sandbox run_candidate's ``driver``): it executes the tool
+"""The driver the sandbox child runs (esopt.sandbox.parent run_candidate's ``driver``): it executes the tool
 call's code as a script, REPL-style (a last expression statement is printed, as a notebook shows it), and
 returns what it printed and the error it ended with. Runs inside the locked-down child: standard
 library only."""

@@ -29,7 +29,7 @@ def code_tool_env(max_turns: int | None = None, **options):
 
 def preflight(env_cfg) -> None:
     """The sandbox's protections hold on this machine (one line saying which does not, if not)."""
-    from ...ahd.sandbox import protections
+    from ...sandbox.parent import protections
 
     found = protections()
     if not found.get("available"):

@@ -1,8 +1,8 @@
-"""The ``python`` tool's parent side: a call's code run in the sandbox (esopt.ahd.sandbox), its answer as
+"""The ``python`` tool's parent side: a call's code run in the sandbox (esopt.sandbox.parent), its answer as
 the text the model reads."""
 from __future__ import annotations
 
-from ...ahd.sandbox import Limits, run_candidate
+from ...sandbox.parent import Limits, run_candidate
 
 DRIVER = "esopt.envs.codetool.runner:run"
 _ENTRY_CODE = "def main():\n    return None\n"  # the sandbox wants an entry; the driver runs the call's code
