@@ -115,3 +115,26 @@ def test_scripted_rollout_calls_python_then_answers(sandbox):
     assert ep.turns[1]["python_ok"] == 1 and ep.turns[1]["python_calls"] == 1
     assert "<tools>" in policy.seen[1][0]["content"] and '"name": "python"' in policy.seen[1][0]["content"]
     assert policy.seen[1][-1]["content"] == f"<tool_response>\n{info['answer']}\n\n</tool_response>"
+
+
+def test_records_give_the_tool_share_and_paired_figures(tmp_path):
+    from esopt.envs.codetool import records
+
+    def ep(task, reward, result=None):
+        calls = [] if result is None else [{"name": "python", "arguments": {"code": "1"}, "result": result}]
+        return {"task": task, "reward": reward, "solved": reward == 1.0,
+                "turns": [{"response": "r", "tool_calls": calls}, {"response": "s"}]}
+
+    base = [ep("a", 0.0), ep("b", 1.0, "5\n"), ep("c", 0.0, "error: blocked: network"), ep("d", 0.0)]
+    after = [ep("a", 1.0, "3\n"), ep("b", 1.0, "5\n"), ep("c", 1.0, "7\n"), ep("d", 0.0)]
+    f = records.figures(base)
+    assert (f["n"], f["success"], f["valid_tool_call"]) == (4, 0.25, 0.25)
+    p = records.paired(base, after)
+    assert (p["tasks"], p["base"], p["after"], p["diff"]) == (4, 0.25, 0.75, 0.5)
+    assert abs(p["diff_se"] - (1 / 12) ** 0.5) < 1e-9  # differences 1, 0, 1, 0
+    paths = []
+    for name, eps in (("base", base), ("none", [ep("x", 0.0)])):
+        paths.append(tmp_path / f"{name}.jsonl")
+        paths[-1].write_text("".join(json.dumps(e) + "\n" for e in eps))
+    with pytest.raises(SystemExit, match="share no task"):
+        records.main([str(p) for p in paths])

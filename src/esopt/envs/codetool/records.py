@@ -59,11 +59,15 @@ def paired(base: list[dict], after: list[dict]) -> dict:
 def main(argv: list[str]) -> None:
     if not 1 <= len(argv) <= 2:
         raise SystemExit("usage: python -m esopt.envs.codetool.records BASE.jsonl [AFTER.jsonl]")
-    runs = [read(p) for p in argv]
-    for path, eps in zip(argv, runs):
-        print(json.dumps({"file": path, **figures(eps)}))
-    if len(runs) == 2:
-        print(json.dumps({"paired": paired(*runs)}))
+    try:
+        runs = [read(p) for p in argv]
+        out = [{"file": path, **figures(eps)} for path, eps in zip(argv, runs)]
+        if len(runs) == 2:
+            out.append({"paired": paired(*runs)})
+    except (OSError, ValueError, ZeroDivisionError) as err:  # a missing, empty or unrelated file: one line
+        raise SystemExit(f"esopt.envs.codetool.records: {type(err).__name__}: {err}") from None
+    for row in out:
+        print(json.dumps(row))
 
 
 if __name__ == "__main__":
