@@ -5,7 +5,7 @@ import pytest
 
 from esopt.ahd.evaluate import evaluate
 from esopt.ahd.problems import get_problem
-from esopt.ahd.sandbox import Limits, protections
+from esopt.sandbox.parent import Limits, protections
 from esopt.ahd.search import Search, Settings
 
 from ahd_search_fakes import ScriptedProposer

@@ -4,9 +4,9 @@ import textwrap
 
 import pytest
 
-from esopt.ahd import sandbox
+from esopt.sandbox import parent as sandbox
 from esopt.ahd.evaluate import evaluate
-from esopt.ahd.sandbox import Limits
+from esopt.sandbox.parent import Limits
 from esopt.ahd.toy import TOY, ToyProblem
 
 FAST = Limits(cpu_s=1, wall_s=3, memory_mb=512, output_kb=64)

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from esopt.ahd import sandbox, seccomp
-from esopt.ahd.sandbox import Limits, SandboxUnavailable, run_candidate
+from esopt.sandbox import parent as sandbox, seccomp
+from esopt.sandbox.parent import Limits, SandboxUnavailable, run_candidate
 from esopt.ahd.toy import TOY
 
 FAST = Limits(cpu_s=1, wall_s=3, memory_mb=512, output_kb=64)
@@ -41,13 +41,13 @@ def _children() -> list[int]:
                 argv = Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if any(b"esopt.ahd.child" in a for a in argv) and len(argv) > 1 and argv[-2] == me.encode():
+            if any(b"esopt.sandbox.child" in a for a in argv) and len(argv) > 1 and argv[-2] == me.encode():
                 found.append(int(name))
     return found
 
 
 def _workdirs() -> set[str]:
-    return {p.name for p in Path(tempfile.gettempdir()).glob("esopt-ahd-*")}
+    return {p.name for p in Path(tempfile.gettempdir()).glob("esopt-sandbox-*")}
 
 
 @pytest.fixture(autouse=True)
@@ -567,7 +567,7 @@ def test_unprivileged_user_gets_the_same_containment(tmp_path):
         pytest.skip("needs root (to drop privileges) and util-linux unshare")
     script = textwrap.dedent(f"""
         import json, os
-        from esopt.ahd import sandbox
+        from esopt.sandbox import parent as sandbox
         from esopt.ahd.toy import TOY
         L = sandbox.Limits(cpu_s=1, wall_s=3, memory_mb=512)
         def go(code):

@@ -15,7 +15,7 @@ by indentation with the imports before it, and that must parse.
 
 A reply is rejected, with the reason, when it has no `def <entry>(`, when the code does not
 parse, or when the function's positional parameters cannot take the signature's arguments.
-Nothing here runs the code: the sandbox (esopt.ahd.sandbox) does.
+Nothing here runs the code: the sandbox (esopt.sandbox.parent) does.
 """
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ DEFAULT_CONFIG = "configs/ahd.yaml"
 
 
 class LimitsConfig(Strict):
-    """Per-evaluation sandbox limits (esopt.ahd.sandbox.Limits)."""
+    """Per-evaluation sandbox limits (esopt.sandbox.parent.Limits)."""
     cpu_s: float = Field(10.0, gt=0)
     wall_s: float = Field(20.0, gt=0)
     memory_mb: int = Field(1024, ge=64)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from esopt.ahd.sandbox import Limits, run_candidate
+from esopt.sandbox.parent import Limits, run_candidate
 
 
 @dataclass

@@ -121,7 +121,7 @@ class _Failed:
 def _fatal(err: Exception) -> bool:
     """A sandbox that cannot run anything on this machine stops the search (nothing was run)."""
     try:
-        from .sandbox import SandboxUnavailable
+        from ..sandbox.parent import SandboxUnavailable
     except ImportError:
         return False
     return isinstance(err, SandboxUnavailable)

@@ -1,7 +1,8 @@
 """Text environments: the TextEnv interface (base.py), env specs and how an env.id is found
 (spec.py), the name API (registry.py), and esopt's own envs, each in its folder: sudoku/,
 browser/ (BrowserGym; the local shop and WebArena as its namespaces), gem/ (GEM's games),
-reasoning_gym/ (reasoning-gym's tasks), dataset/ (prompts from a file and a reward function),
+reasoning_gym/ (reasoning-gym's tasks), codetool/ (arithmetic with a
+sandboxed python tool), dataset/ (prompts from a file and a reward function),
 toy.py (vowels, the one-minute smoke check) and external.py (a task only a harness has)."""
 
 from esopt.envs.base import TextEnv
@@ -14,6 +15,7 @@ register_spec("esopt.envs.browser.spec:SPEC", "browsergym")
 register_spec("esopt.envs.gem.spec:SPEC", "gem")
 register_spec("esopt.envs.reasoning_gym.spec:SPEC", "reasoning-gym")
 register_spec("esopt.envs.dataset.spec:SPEC", "dataset")
+register_spec("esopt.envs.codetool.spec:SPEC", "code-tool")  # arithmetic with a sandboxed python tool
 register_spec("esopt.envs.toy:VowelsEnv", "vowels")  # the smoke test's toy task (configs/smoke.yaml)
 register_spec("esopt.envs.external:SPEC", "external")  # a harness's own task (esopt serve, serve.evaluations=harness)
 

@@ -1,6 +1,7 @@
 """Command-line argument helpers shared by the CLI and the studies' commands."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 DEFAULT_CONFIG = "configs/demo.yaml"
@@ -46,3 +47,21 @@ def _numbers(text, flag, kind, what):
 def names(text: str | None) -> list[str] | None:
     """Comma-separated names, blanks dropped; None when not given."""
     return [x.strip() for x in text.split(",") if x.strip()] if text else None
+
+
+_NEW_TASK = re.compile(r"[^=:,\s]+=[^=:]+\.ya?ml(:|$)")  # name=config.yaml[:...]
+
+
+def task_list(text: str | None) -> list[str]:
+    """Comma-separated tasks, each a name or ``name=config.yaml[:override,override,...]``: a piece that is
+    neither (it holds a '=' but names no .yaml config) goes on the previous task's overrides, so
+    ``name=config.yaml:a=1,b=2`` is one task with two overrides."""
+    out: list[str] = []
+    for piece in (p.strip() for p in (text or "").split(",")):
+        if not piece:
+            continue
+        if out and "=" in piece and not _NEW_TASK.match(piece):
+            out[-1] += "," + piece
+        else:
+            out.append(piece)
+    return out

@@ -61,3 +61,15 @@ def test_a_task_the_preflight_refuses_is_recorded_and_skipped(esopt_cache, tmp_p
     assert "repeats its questions" in details["base"]["rg-leg-counting-0"]["refused"]
     assert details["base"]["rg-leg-counting-1"]["episodes"] == 64
     assert "| rg-leg-counting-0 | refused: " in (tmp_path / "room.md").read_text()
+
+
+def test_tasks_on_the_command_line_keep_their_overrides_together():
+    from esopt.studies.method.room import parse_task
+    from esopt.utils.args import task_list as split_tasks
+
+    text = "a=configs/x.yaml:env.options.digits=4,env.options.terms=3,rg-gcd-0,b=configs/y.yml"
+    assert split_tasks(text) == ["a=configs/x.yaml:env.options.digits=4,env.options.terms=3", "rg-gcd-0",
+                                 "b=configs/y.yml"]
+    assert parse_task(split_tasks(text)[0]) == ("a", ("configs/x.yaml", ["env.options.digits=4",
+                                                                          "env.options.terms=3"]))
+    assert split_tasks(None) == [] and split_tasks("rg-gcd-0,,rg-chain-sum-1") == ["rg-gcd-0", "rg-chain-sum-1"]

@@ -77,7 +77,7 @@ def _merge(a) -> int:
 def _ahd(a) -> int:
     """esopt adapt --env ahd-<problem>: the heuristic search's methods x budgets x seeds (docs/ahd.md)."""
     from ...ahd.config import DEFAULT_CONFIG as AHD_CONFIG
-    from ...ahd.sandbox import SandboxUnavailable
+    from ...sandbox.parent import SandboxUnavailable
     from ..ahd.run import run_ahd
 
     if a.from_run:

@@ -47,7 +47,7 @@ def load_problem(name: str):
 def make_evaluator(cfg: AHDConfig):
     """evaluate(problem, code, instances) -> Evaluation, in the sandbox with the config's limits."""
     from ...ahd.evaluate import evaluate
-    from ...ahd.sandbox import Limits
+    from ...sandbox.parent import Limits
 
     limits = Limits(**cfg.search.limits.model_dump())
     return lambda problem, code, instances: evaluate(problem, code, instances, limits)

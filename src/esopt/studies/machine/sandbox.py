@@ -20,7 +20,7 @@ import sys
 import time
 from statistics import median
 
-from esopt.ahd.sandbox import Limits, protections, run_candidate
+from esopt.sandbox.parent import Limits, protections, run_candidate
 from esopt.ahd.toy import TOY
 
 CODE = "def score_item(x):\n    return x + 1.0\n"
@@ -38,7 +38,7 @@ def _time_process(args: list[str]) -> tuple[float, float]:
 
 
 def main(out: str, repeats: int) -> dict:
-    from esopt.ahd.sandbox import _import_roots
+    from esopt.sandbox.parent import _import_roots
     from esopt.studies.common import rounds, write_results
 
     prot = protections()

@@ -6,7 +6,7 @@ argparse keywords) pairs, the only options `esopt bench NAME` accepts besides --
 the command line is built: nothing here imports torch or a bench."""
 from __future__ import annotations
 
-from ...utils.args import floats, ints, names
+from ...utils.args import floats, ints, names, task_list
 from ..common import out_path
 
 _JOBS = ("--jobs", dict(type=int, default=1,
@@ -17,7 +17,7 @@ _JOBS = ("--jobs", dict(type=int, default=1,
 def _room(m, a, config, overrides):
     if config:  # each task has its own config; the arguments are overrides for all of them
         raise SystemExit(f"esopt: error: bench room takes overrides only (each task names its config); got {config}")
-    m.main(names(a.tasks) or [], overrides, out_path(a, "room"), train=a.train, seeds=ints(a.seeds, "--seeds", "0,1,2"),
+    m.main(task_list(a.tasks), overrides, out_path(a, "room"), train=a.train, seeds=ints(a.seeds, "--seeds", "0,1,2"),
            runs=a.runs or "runs/room")
 
 

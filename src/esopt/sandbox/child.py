@@ -12,7 +12,7 @@ import json
 import os
 import sys
 
-from esopt.ahd import guard, lockdown
+from esopt.sandbox import guard, lockdown
 
 # small, pure modules a heuristic commonly imports, loaded before the lockdown so they cost nothing later
 PRELOAD = ("numpy", "math", "random", "heapq", "itertools", "collections", "functools", "bisect", "operator")
@@ -95,7 +95,7 @@ def serve(request: dict, result_fd: int) -> dict:
     failures = lockdown.restrict(prot, limits)
     cwd = os.getcwd()
     if request.get("probe"):
-        from esopt.ahd.probe import self_check
+        from esopt.sandbox.probe import self_check
 
         return {"probe": {"protections": prot, "failures": failures, "checks": self_check(cwd)}}
     if failures and not request.get("allow_weaker"):

@@ -1,6 +1,6 @@
 """Run model-written heuristic code in a child process that nothing escapes (docs/sandbox.md).
 
-The parent starts `python -I -S -B` on esopt.ahd.child in a new session with a scrubbed environment and
+The parent starts `python -I -S -B` on esopt.sandbox.child in a new session with a scrubbed environment and
 a fresh, throwaway working directory, sends the request on stdin, and reads stdout, stderr and a
 separate result pipe without blocking and with byte caps. It enforces the wall time, reaps the
 child with its resource usage, kills anything left in the child's session, and removes the
@@ -24,7 +24,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-BOOT = "import os, sys; sys.path[:0] = sys.argv[1].split(os.pathsep); from esopt.ahd.child import main; main()"
+BOOT = "import os, sys; sys.path[:0] = sys.argv[1].split(os.pathsep); from esopt.sandbox.child import main; main()"
 TAIL_CHARS = 2000
 
 
@@ -172,7 +172,7 @@ def _spawn(request: dict, limits: Limits) -> tuple[Outcome, dict | None]:
         payload = json.dumps(request, allow_nan=False).encode()
     except (TypeError, ValueError) as e:
         raise ValueError(f"run_candidate: instances must be plain JSON data (dict/list/str/number): {e}") from None
-    cwd = tempfile.mkdtemp(prefix="esopt-ahd-")
+    cwd = tempfile.mkdtemp(prefix="esopt-sandbox-")
     start = time.monotonic()
     deadline = start + limits.wall_s
     proc = None

@@ -11,7 +11,7 @@ import resource
 import sys
 import sysconfig
 
-from esopt.ahd import landlock, seccomp
+from esopt.sandbox import landlock, seccomp
 
 CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWNET = 0x00020000, 0x08000000, 0x10000000, 0x40000000
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 1 << 14, 1 << 18

@@ -8,7 +8,7 @@ from __future__ import annotations
 import errno
 import os
 
-from esopt.ahd.seccomp import BLOCKED
+from esopt.sandbox.seccomp import BLOCKED
 
 HEURISTIC_FILE = "<heuristic>"
 
