@@ -361,6 +361,31 @@ def test_serve_limits_follow_the_config():
     assert Limits.of(load_config("configs/demo.yaml", ["serve.max_tokens=6000"]), 8192).max_tokens == 6000  # as set
 
 
+def test_a_prompt_too_long_for_any_tokenizer_is_refused_before_tokenizing(monkeypatch):
+    """16 characters a position: past that, no tokenizer fits the prompt, and it is refused without tokenizing
+    (30 concurrent ~1 MB prompts grew the server by 0.85 GB when each was tokenized first)."""
+    import pytest as _pytest
+
+    from esopt.config import load_config
+    from esopt.serve.desk import Desk
+    from esopt.serve.limits import Limits
+    from esopt.serve.protocol import ServeError, chat_request
+
+    limits = Limits.of(load_config("configs/demo.yaml", []), positions=100)
+    fits = chat_request({"model": "center", "messages": [{"role": "user", "content": "c" * 1600}]})
+    limits.check_chars(fits)  # 1,600 characters: tokenized, then judged by its tokens
+    huge = chat_request({"model": "center", "messages": [{"role": "user", "content": "c" * 1601}]})
+    with _pytest.raises(ServeError, match="1,601 characters cannot fit the model's 100 positions"):
+        limits.check_chars(huge)
+
+    class Desk_(Desk):  # check_prompt calls check_chars before the tokenizer is touched
+        def __init__(self):
+            self.limits, self.counter = limits, None
+
+    with _pytest.raises(ServeError, match="refused untokenized"):
+        Desk_().check_prompt(huge)
+
+
 def test_the_harness_evaluations_are_what_the_summary_and_result_lines_report(esopt_cache, tmp_path, monkeypatch,
                                                                               capsys):
     """A harness whose task esopt does not have (env.id=external: no env is built): it posts 0.25 for every

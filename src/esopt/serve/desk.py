@@ -125,6 +125,7 @@ class Desk:
         """The prompt's tokens plus the reply's budget within the model's positions (an HTTP thread's work)."""
         if self.limits.positions is None:
             return
+        self.limits.check_chars(req)  # a megabyte of text is refused before any tokenizing
         try:  # with its tools, as the model thread renders it
             text = prompt_text(self.counter, req.conversation(self.tools_format))
         except Exception as err:  # a template that refuses a role or an order of messages (jinja's TemplateError)

@@ -22,6 +22,7 @@ from .protocol import ChatRequest, RewardPost, ServeError
 # least FLOOR_TOKENS
 TIMES_AGENT = 8
 FLOOR_TOKENS = 256
+CHARS_PER_POSITION = 16  # above this many characters a model position, a prompt is refused before it is tokenized
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,19 @@ class Limits:
         if any(len(s) > self.max_stop_chars for s in req.stops()):
             raise ServeError(400, f"stop: a string longer than {self.max_stop_chars} characters "
                                   "(serve.max_stop_chars)")
+
+    def check_chars(self, req: ChatRequest) -> None:
+        """Before any tokenizing: a prompt of more characters than CHARS_PER_POSITION x the model's positions
+        cannot fit it (no tokenizer packs that many characters a token), so it is refused without being
+        tokenized; tokenizing a megabyte takes seconds and holds memory the server keeps."""
+        if self.positions is None:
+            return
+        chars = sum(len(m.content or "") for m in req.messages)
+        chars += len(json.dumps([t.schema() for t in req.tools])) if req.tools else 0
+        bound = CHARS_PER_POSITION * self.positions
+        if chars > bound:
+            raise ServeError(400, f"messages: {chars:,} characters cannot fit the model's {self.positions} positions "
+                                  f"(refused untokenized above {bound:,}: {CHARS_PER_POSITION} a position)")
 
     def check_prompt(self, req: ChatRequest, prompt_tokens: int) -> None:
         """The tokenized prompt and the reply's budget against the model's positions."""
