@@ -362,7 +362,7 @@ def test_serve_limits_follow_the_config():
 
 
 def test_a_prompt_too_long_for_any_tokenizer_is_refused_before_tokenizing(monkeypatch):
-    """16 characters a position: past that, no tokenizer fits the prompt, and it is refused without tokenizing
+    """16 characters a position: past that (text averages 3-5 a token), a prompt is refused without tokenizing
     (30 concurrent ~1 MB prompts grew the server by 0.85 GB when each was tokenized first)."""
     import pytest as _pytest
 
@@ -375,7 +375,7 @@ def test_a_prompt_too_long_for_any_tokenizer_is_refused_before_tokenizing(monkey
     fits = chat_request({"model": "center", "messages": [{"role": "user", "content": "c" * 1600}]})
     limits.check_chars(fits)  # 1,600 characters: tokenized, then judged by its tokens
     huge = chat_request({"model": "center", "messages": [{"role": "user", "content": "c" * 1601}]})
-    with _pytest.raises(ServeError, match="1,601 characters cannot fit the model's 100 positions"):
+    with _pytest.raises(ServeError, match="1,601 characters are too many for the model's 100 positions"):
         limits.check_chars(huge)
 
     class Desk_(Desk):  # check_prompt calls check_chars before the tokenizer is touched

@@ -69,17 +69,17 @@ class Limits:
                                   "(serve.max_stop_chars)")
 
     def check_chars(self, req: ChatRequest) -> None:
-        """Before any tokenizing: a prompt of more characters than CHARS_PER_POSITION x the model's positions
-        cannot fit it (no tokenizer packs that many characters a token), so it is refused without being
-        tokenized; tokenizing a megabyte takes seconds and holds memory the server keeps."""
+        """Before any tokenizing: a prompt of more characters than CHARS_PER_POSITION x the model's positions is
+        refused without being tokenized (text averages 3-5 characters a token, so such a prompt would not fit);
+        tokenizing a megabyte takes seconds and holds memory the server keeps."""
         if self.positions is None:
             return
         chars = sum(len(m.content or "") for m in req.messages)
         chars += len(json.dumps([t.schema() for t in req.tools])) if req.tools else 0
         bound = CHARS_PER_POSITION * self.positions
         if chars > bound:
-            raise ServeError(400, f"messages: {chars:,} characters cannot fit the model's {self.positions} positions "
-                                  f"(refused untokenized above {bound:,}: {CHARS_PER_POSITION} a position)")
+            raise ServeError(400, f"messages: {chars:,} characters are too many for the model's {self.positions} "
+                                  f"positions (refused untokenized above {bound:,}: {CHARS_PER_POSITION} a position)")
 
     def check_prompt(self, req: ChatRequest, prompt_tokens: int) -> None:
         """The tokenized prompt and the reply's budget against the model's positions."""
