@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from esopt.serve.protocol import ServeError, chat_request, chunks, completion
-from esopt.serve.tools import prompt_text, reply
+from esopt.serve.tools import reply
 
 ROOT = Path(__file__).resolve().parents[2]
 ADD = {"type": "function", "function": {"name": "add", "description": "Add two integers.",
@@ -72,13 +72,13 @@ def test_tools_and_the_history_reach_the_template_in_either_format():
     assert template[2] == {"role": "tool", "content": "3", "tool_call_id": "call_1"}
     assert request(tool_choice="none").conversation("template").tools is None  # none: the tools are not offered
     # the counting side (desk) renders what the policy decodes from: tools in the template's slot
-    from esopt.models.policy import HFPolicy
+    from esopt.models.policy import HFPolicy, chat_text
     from esopt.models.tiny import char_tokenizer
 
     tok = char_tokenizer()
     tok.chat_template = ("{% if tools %}TOOLS:{{ tools | tojson }}\n{% endif %}{% for m in messages %}{{ m['role'] }}:"
                          "{{ m['content'] }}{% if m.tool_calls %}{{ m.tool_calls | tojson }}{% endif %}\n{% endfor %}")
-    text = prompt_text(tok, template)
+    text = chat_text(tok, template)
     assert text.startswith("TOOLS:") and '"add"' in text and '"a": 1' in text
     policy = HFPolicy.__new__(HFPolicy)
     policy.tokenizer = tok

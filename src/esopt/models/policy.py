@@ -12,6 +12,14 @@ from .static import DECODES, StaticCaches, load
 from .turncache import TurnCache
 
 
+def chat_text(tokenizer, conversation: list[dict]) -> str:
+    """A conversation through the chat template, ready for the reply (with its tools, if it carries any:
+    agent/tools.py Conversation): what the policy decodes from, and what esopt serve counts."""
+    tools = getattr(conversation, "tools", None)
+    return tokenizer.apply_chat_template(conversation, add_generation_prompt=True, tokenize=False,
+                                         **({"tools": tools} if tools else {}))
+
+
 class DecodeAborted(Exception):
     """generate's ``abort()`` became true: its decoding stopped there and returned nothing."""
 
@@ -41,11 +49,7 @@ class HFPolicy:
         return cls(model, tokenizer, agent.batch_size, decode=agent.decode)
 
     def prompt_texts(self, conversations: list[list[dict]]) -> list[str]:
-        """Each conversation through the chat template (with its tools, if it carries any: agent/tools.py
-        Conversation)."""
-        return [self.tokenizer.apply_chat_template(c, add_generation_prompt=True, tokenize=False,
-                                                   **({"tools": c.tools} if getattr(c, "tools", None) else {}))
-                for c in conversations]
+        return [chat_text(self.tokenizer, c) for c in conversations]
 
     @torch.inference_mode()
     def generate(self, conversations: list[list[dict]], options: DecodeOptions, rows: RowWeights | None = None,

@@ -14,11 +14,12 @@ import queue
 import threading
 import time
 
+from ..models.policy import chat_text
 from .episodes import Generation, append_reward
 from .jobs import Job
 from .limits import Limits, model_positions
 from .protocol import CENTER, ChatRequest, FinishPost, RewardPost, ServeError, member_index
-from .tools import prompt_text, run_format
+from .tools import run_format
 
 # what a client hears when the run stops before it is over (a SIGTERM, a failure): a retry after the resume works
 STOPPING_LINE = "the server is stopping before training is over: retry once the run is resumed (esopt serve --resume)"
@@ -127,7 +128,7 @@ class Desk:
             return
         self.limits.check_chars(req)  # a megabyte of text is refused before any tokenizing
         try:  # with its tools, as the model thread renders it
-            text = prompt_text(self.counter, req.conversation(self.tools_format))
+            text = chat_text(self.counter, req.conversation(self.tools_format))
         except Exception as err:  # a template that refuses a role or an order of messages (jinja's TemplateError)
             raise ServeError(400, f"messages: the model's chat template refuses them: {' '.join(str(err).split())}")
         with self.count_lock:

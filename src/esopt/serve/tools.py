@@ -21,14 +21,6 @@ def run_format(cfg, tokenizer) -> str:
     return resolve_format(cfg.agent.tools.format, tokenizer)
 
 
-def prompt_text(tokenizer, conversation) -> str:
-    """The conversation (serve/protocol.py ChatRequest.conversation) through the chat template, its tools
-    given to the template's tools slot when it carries them, as HFPolicy.prompt_texts gives them."""
-    tools = getattr(conversation, "tools", None)
-    return tokenizer.apply_chat_template(conversation, add_generation_prompt=True, tokenize=False,
-                                         **({"tools": tools} if tools else {}))
-
-
 def reply(text: str, finish: str, request, reader=(None, "system")) -> tuple[dict, str]:
     """A reply as OpenAI's response message and finish reason (module docstring); reader: (tokenizer, format)
     for agent/tools.py read_calls (under format template, a tokenizer's own response_template reads calls)."""

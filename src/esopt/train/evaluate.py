@@ -1,7 +1,6 @@
 """Held-out evaluation with the current (unperturbed) weights."""
 from __future__ import annotations
 
-import math
 import time
 
 from tqdm import tqdm
@@ -10,6 +9,7 @@ from ..agent.rollout import AgentContext, RolloutSettings, rollout, turn_limit
 from ..agent.tools import ToolSettings
 from ..envs.spec import resolve
 from ..models.decode import DecodeOptions, Sampling
+from ..utils.stats import mean_se
 
 format_interval = tqdm.format_interval  # seconds as tqdm writes them: mm:ss, or h:mm:ss
 
@@ -45,13 +45,6 @@ def run_episodes(policy, envs, ids, obs, cfg, seed: int, on_turn=None, rows=None
     context = AgentContext.from_config(cfg.agent) if context is None else context
     return rollout(policy, envs, ids, obs, context, rollout_settings(cfg).seeded(seed), rows=rows, on_turn=on_turn,
                    abort=abort)
-
-
-def mean_se(values: list[float]) -> tuple[float, float]:
-    n = len(values)
-    mean = sum(values) / n
-    var = sum((v - mean) ** 2 for v in values) / max(n - 1, 1)
-    return mean, math.sqrt(var / n)
 
 
 def summarize(episodes: list[dict]) -> dict:

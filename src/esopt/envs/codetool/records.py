@@ -7,9 +7,9 @@ that ran without error), and base -> after paired by task.
 from __future__ import annotations
 
 import json
-import math
 import sys
 
+from ...utils.stats import mean_se
 from .tool import failed
 
 
@@ -22,13 +22,6 @@ def valid_call(episode: dict) -> bool:
     """Whether any turn of the episode ran a python call without error."""
     return any("result" in c and not failed(str(c["result"]))
                for t in episode.get("turns", []) for c in (t.get("tool_calls") or []))
-
-
-def mean_se(values: list[float]) -> tuple[float, float]:
-    n = len(values)
-    mean = sum(values) / n
-    var = sum((v - mean) ** 2 for v in values) / max(n - 1, 1)
-    return mean, math.sqrt(var / n)
 
 
 def figures(episodes: list[dict]) -> dict:

@@ -7,7 +7,7 @@ above 2 standard errors of that difference, loses when below -2 SE, and ties oth
 """
 from __future__ import annotations
 
-from ...train.evaluate import mean_se
+from ...utils.stats import mean_se
 
 # (A, B): A is compared against its matched baseline B. both vs weights asks whether adding the
 # context search helps ES; both vs context whether adding ES helps the context search (+ES);

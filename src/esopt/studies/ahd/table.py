@@ -18,7 +18,7 @@ import math
 from collections import Counter
 
 from ..adapt.table import compare
-from ...train.evaluate import mean_se
+from ...utils.stats import mean_se
 from ...ahd.config import METHODS
 
 PAIRS = [("eoh+es", "eoh"), ("sample+es", "sample")]

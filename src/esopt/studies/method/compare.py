@@ -175,7 +175,7 @@ def paired_by_task(es_runs: list[dict], grpo_runs: list[dict]) -> dict | None:
     per seed the mean and SE over tasks of the task-by-task difference; over seeds their mean with the
     SE over seeds (spread of the seed means) and the SE over tasks (the per-seed SEs pooled). None
     where a run has no per-task figures."""
-    from ...train.evaluate import mean_se
+    from ...utils.stats import mean_se
 
     per_seed = []
     for e, g in zip(es_runs, grpo_runs):

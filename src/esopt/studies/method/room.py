@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from ...train.evaluate import mean_se  # SE over seeds / episodes, as evaluations compute it
+from ...utils.stats import mean_se  # SE over seeds / episodes, as evaluations compute it
 
 ROOM_LOW, ROOM_HIGH = 0.1, 0.7
 CONSTANT_SHARE = 0.9  # a task whose most given replies are at least this share of episodes has no room
