@@ -169,3 +169,9 @@ def test_settings_the_algorithm_never_reads_are_refused(esopt_cache, tmp_path, c
     assert err == ["esopt: error: es.generations does not set the length of an algo=grpo run: give grpo.steps=N "
                    "(the number of GRPO steps)"]
     assert not list(tmp_path.iterdir())
+
+
+def test_eval_of_a_folder_given_as_the_config_says_to_use_run(tmp_path, capsys):
+    assert main(["eval", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (f"esopt: error: {tmp_path} is a folder, not a config file: evaluate a run with "
+                                       f"esopt eval --run {tmp_path}\n")

@@ -71,6 +71,8 @@ def cmd_eval(a) -> int:
     from .train.evaluate import by_task_family, evaluate_weights
 
     config, overrides = split_args(a.args)
+    if config and Path(config).is_dir():  # a run folder given as the config: say how it is evaluated
+        raise ConfigError(f"{config} is a folder, not a config file: evaluate a run with esopt eval --run {config}")
     if a.out and not Path(a.out).parent.is_dir():
         raise ConfigError(f"--out {a.out}: folder {Path(a.out).parent} does not exist")
     stats, episodes, label = evaluate_weights(a.run_dir, None if a.run_dir else (config or default_config()),
@@ -291,8 +293,11 @@ def parse(argv=None):
 def main(argv=None) -> int:
     from .errors import one_line
 
+    from .train.stop import interrupt_on_signals
+
     a = parse(argv)
-    return one_line(a.func, a)
+    with interrupt_on_signals():  # Ctrl-C and SIGTERM: one line in every phase (train/stop.py)
+        return one_line(a.func, a)
 
 
 if __name__ == "__main__":

@@ -19,10 +19,15 @@ def user_errors() -> tuple[type[BaseException], ...]:
 
 def one_line(call, *args, **kwargs) -> int:
     """call(*args, **kwargs): its exit code (its return value if an int, else 0); a user error is
-    printed as one line and gives 2."""
+    printed as one line and gives 2; a stop (Ctrl-C, SIGTERM) one line and 130."""
     try:
         result = call(*args, **kwargs)
         return result if isinstance(result, int) else 0
+    except KeyboardInterrupt as err:  # Ctrl-C / SIGTERM outside training's safe points: what was under way, what stays
+        from .train.stop import interrupted_line
+
+        print(interrupted_line(err), file=sys.stderr, flush=True)
+        return 130
     except Exception as err:
         stopped = sys.modules.get("esopt.train.stop")
         if stopped is not None and isinstance(err, stopped.Stopped):  # Ctrl-C / SIGTERM: what was kept, how to go on

@@ -95,3 +95,46 @@ class HugeReset(NanSometimes):
 
     def reset(self, seed=None):
         return "x" * (1 << 20), {}
+
+
+class SlowOnCheck(NanSometimes):
+    """The pre-run check's step (an empty reply) touches `marker` (if given) and takes a minute; with hang_close,
+    close() never returns."""
+
+    def __init__(self, every: int = 2, hang_close: bool = False, marker: str = ""):
+        super().__init__(every)
+        self.hang_close, self.marker = hang_close, marker
+
+    def step(self, action):
+        import time
+        from pathlib import Path
+
+        if not action:
+            if self.marker:
+                Path(self.marker).touch()
+            time.sleep(60)
+        return super().step(action)
+
+    def close(self):
+        import time
+
+        while self.hang_close:
+            time.sleep(1)
+
+
+class SlowReplies(NanSometimes):
+    """Each reply's step touches `marker` (once the file's folder exists) and then takes `seconds`: a signal sent
+    once the marker exists comes while the env, not the model, is working."""
+
+    def __init__(self, every: int = 2, marker: str = "", seconds: float = 3.0):
+        super().__init__(every)
+        self.marker, self.seconds = marker, seconds
+
+    def step(self, action):
+        import time
+        from pathlib import Path
+
+        if action and self.marker:
+            Path(self.marker).touch()
+            time.sleep(self.seconds)
+        return "Done.", min(len(action), 10) / 10, True, False, {}

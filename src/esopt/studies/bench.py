@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import time
+from pathlib import Path
 
 from ..utils.args import default_config, split_args
 from .machine import benches as machine
@@ -44,9 +46,24 @@ def refusal(a, stray: list[str]) -> str:
 
 
 def run(a: argparse.Namespace) -> int:
+    """The bench; a Ctrl-C or SIGTERM stops its training runs at their safe points (studies/runs.py) and ends it
+    with one line: what of its JSON and runs is on disk."""
+    from .runs import stop_children_on_signals
+
     config, overrides = split_args(a.args)
     module, _, _, call = BENCHES[a.name]
     if a.name not in TAKES_NO_CONFIG:
         config = config or default_config()
-    call(importlib.import_module(module), a, config, overrides)
+    t0 = time.time()
+    try:
+        with stop_children_on_signals():
+            call(importlib.import_module(module), a, config, overrides)
+    except KeyboardInterrupt as err:
+        out = Path(a.out or f"bench-results/{a.name}.json")
+        written = out.exists() and out.stat().st_mtime >= t0
+        within = f" ({err.phase})" if getattr(err, "phase", None) else ""
+        err.phase = f"esopt bench {a.name}{within}"
+        err.kept = (f"{out} holds what it wrote before the stop" if written else f"{out} was not written") + (
+            f"; {err.kept}" if getattr(err, "kept", None) else "")
+        raise
     return 0

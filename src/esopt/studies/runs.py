@@ -15,26 +15,38 @@ folder), not trained again.
 A file named PAUSE in the runs folder holds the study at the next run boundary: runs under way
 finish, no run starts while it exists (`touch RUNS/PAUSE` before running tests beside a study or
 before a session ends; `rm RUNS/PAUSE` to go on). Waiting counts towards no run's budget.
+
+Under stop_children_on_signals (every `esopt bench`), the first Ctrl-C or SIGTERM is passed on to the
+training runs under way as SIGTERM: each stops at its safe point, its folder resumable, and no run starts
+after it; the bench then ends with one line (exit 130). A second Ctrl-C is passed on as Ctrl-C (they stop at
+once). With no run under way, the bench is interrupted at once.
 """
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 from ..train.loop import seconds_by_update
 from ..train.rundir import RunDir, holds_run
+from ..train.stop import Interrupted, interrupt_on_signals, signal_name
 
 # the child: `esopt train ...` in a process that writes its own peaks to a JSON file as it exits
 _LAUNCHER = "import sys; from esopt.studies.runs import child_main; sys.exit(child_main())"
 _IGNORED_KEYS = {("run", "out_dir"), ("runtime", "threads")}  # settings that may differ on a read-back
 PAUSE = "PAUSE"  # a file of this name in a bench's runs folder: no run starts while it exists
+_children: set[subprocess.Popen] = set()  # training processes under way
+_stopping: list[str] = []  # the signals received under stop_children_on_signals, first first
+_lock = threading.Lock()
 
 
 def child_main(argv: list[str] | None = None) -> int:
@@ -49,10 +61,11 @@ def child_main(argv: list[str] | None = None) -> int:
 
     code = 1
     try:
-        if args[0] == "--resume":
-            code = one_line(train, resume_dir=args[1])
-        else:
-            code = one_line(train, args[0], args[1:])
+        with interrupt_on_signals():  # a signal before training begins (the pre-run check): one line, exit 130
+            if args[0] == "--resume":
+                code = one_line(train, resume_dir=args[1])
+            else:
+                code = one_line(train, args[0], args[1:])
     finally:
         peaks = {"peak_rss_mb": peak_rss_mb(), "peak_cuda_mb": None}
         torch = sys.modules.get("torch")
@@ -159,11 +172,18 @@ def train_run(config: str, overrides: list[str], out_dir: str, name: str, log=pr
         os.close(fd)
         t0 = time.time()
         try:
-            proc = subprocess.run([sys.executable, "-c", _LAUNCHER, peaks_file, *args], capture_output=True, text=True)
+            proc = _child([sys.executable, "-c", _LAUNCHER, peaks_file, *args])
             wall = time.time() - t0
             peaks = json.loads(Path(peaks_file).read_text() or "{}")
         finally:
             Path(peaks_file).unlink(missing_ok=True)
+        if _stopping and proc.returncode != 0:  # stopped on request (one that finished first is kept below)
+            err = Interrupted(_stopping[0])
+            err.phase, err.kept = f"training run {name}", (
+                f"the runs finished before it stay in {out_dir}, with {name} " +
+                ("stopped at a safe point: it resumes" if proc.returncode == 130 else
+                 f"ended (exit {proc.returncode}): it starts again") + " when the same command runs again")
+            raise err
         if proc.returncode != 0:
             raise RuntimeError(f"training run {name} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
         _record_meta(path, peaks, wall)
@@ -172,6 +192,53 @@ def train_run(config: str, overrides: list[str], out_dir: str, name: str, log=pr
     if records:
         write_record(records, name, run)
     return run
+
+
+def _child(argv: list[str]) -> subprocess.CompletedProcess:
+    """argv run to its end, its output captured, as one of the training processes a stop is passed on to."""
+    with _lock:
+        if _stopping:  # no run starts after a stop
+            raise Interrupted(_stopping[0])
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        _children.add(proc)
+    try:
+        out, err = proc.communicate()
+    finally:
+        with _lock:
+            _children.discard(proc)
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+@contextmanager
+def stop_children_on_signals(log=print):
+    """Within the block (a bench), Ctrl-C and SIGTERM are passed on to the training runs under way (the
+    module's docstring); with none under way they interrupt at once (train/stop.py's Interrupted)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handle(signum, frame):
+        name = signal_name(signum)
+        with _lock:
+            live = [p for p in _children if p.poll() is None]
+            first = not _stopping
+            _stopping.append(name)
+        if not live:
+            raise Interrupted(name)
+        passed = signal.SIGTERM if first else signal.SIGINT
+        for proc in live:
+            proc.send_signal(passed)
+        log(f"[bench] {name}: {len(live)} training run(s) under way stop " +
+            ("at their safe points (Ctrl-C again: at once)" if first else "at once"), flush=True)
+
+    old = {s: signal.signal(s, handle) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+        with _lock:
+            _stopping.clear()
 
 
 def wait_while_paused(flag: Path, name: str, log=print, poll: float = 5.0) -> None:

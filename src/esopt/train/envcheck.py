@@ -13,6 +13,23 @@ class EnvBroken(ValueError):
     """An env of the config fails before any episode is played (one line: what raised or came back)."""
 
 
+def checked_splits(cfg, splits=None) -> list[str]:
+    return [s for s in (splits or SPLITS) if s != "validation" or cfg.tasks.validation]
+
+
+def plays_line(cfg, splits=None) -> str | None:
+    """What check_env is about to do, in one line (None: the env's spec leaves it to its own preflight)."""
+    from ..envs.spec import resolve
+
+    if not getattr(resolve(cfg.env.id), "smoke", True):
+        return None
+    names = ", ".join("held-out" if s == "heldout" else s for s in checked_splits(cfg, splits))
+    limit = cfg.run.call_timeout_s
+    return (f"[esopt] pre-run check: one env.id={cfg.env.id} env of each split ({names}) built, reset, stepped with "
+            f"an empty reply and closed; " + (f"each call limited to run.call_timeout_s={limit:g} s" if limit else
+                                              "no time limit on its calls (run.call_timeout_s=null)"))
+
+
 def check_env(cfg, splits=None) -> float:
     """Build, reset, step and close one env of each split (None: training's: train, validation if any,
     held-out); the seconds it took. Raises EnvBroken."""
@@ -25,7 +42,7 @@ def check_env(cfg, splits=None) -> float:
     if not getattr(spec, "smoke", True):
         return 0.0
     t0 = time.perf_counter()
-    splits = [s for s in (splits or SPLITS) if s != "validation" or cfg.tasks.validation]
+    splits = checked_splits(cfg, splits)
     source = TaskSource(cfg.env, cfg.tasks, cfg.run.seed)
     for split in splits:
         what = f"env.id={cfg.env.id} ({split} split)"

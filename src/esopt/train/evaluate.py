@@ -164,6 +164,7 @@ def evaluate_weights(run_dir=None, config=None, overrides=(), model_name: str | 
     from ..utils.seeding import derive_seed
     from ..utils.settings import ConfigError
     from ..utils.threads import set_threads
+    from . import stop
     from .preflight import check_env, check_plays, check_run_config
     from .tasks import TaskSource
 
@@ -200,6 +201,10 @@ def evaluate_weights(run_dir=None, config=None, overrides=(), model_name: str | 
         set_threads(cfg.runtime.threads)
     if split == "validation" and not cfg.tasks.validation:
         raise ConfigError("--split validation needs a validation split: add tasks.validation=N (e.g. 64)")
-    stats, episodes = evaluate(HFPolicy.for_agent(model, tok, cfg.agent), TaskSource(cfg.env, cfg.tasks, cfg.run.seed),
-                               cfg, seed=derive_seed("eval", cfg.run.seed), split=split, context=context)
+    name = "held-out" if split == "heldout" else split
+    with stop.phase(f"the {name} evaluation", kept="nothing of it was written (its figures and episodes are written "
+                                                   "when it ends)"):
+        stats, episodes = evaluate(HFPolicy.for_agent(model, tok, cfg.agent), TaskSource(cfg.env, cfg.tasks,
+                                                                                         cfg.run.seed),
+                                   cfg, seed=derive_seed("eval", cfg.run.seed), split=split, context=context)
     return stats, episodes, label

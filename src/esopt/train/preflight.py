@@ -61,11 +61,18 @@ def warn_overlapping_tasks(cfg, splits=None) -> None:
 
 
 def check_plays(cfg, splits=None) -> None:
-    """One env of each split built, reset, stepped and closed (train/envcheck.py); a failure is one line."""
-    from .envcheck import EnvBroken, check_env
+    """One env of each split built, reset, stepped and closed (train/envcheck.py); a failure is one line. It says
+    what it checks before it starts (a slow env or reward function is seen working), and a Ctrl-C or SIGTERM
+    within it ends the command with one line: nothing was written."""
+    from . import stop
+    from .envcheck import EnvBroken, check_env, plays_line
 
+    line = plays_line(cfg, splits)
+    if line:
+        print(line, flush=True)
     try:
-        check_env(cfg, splits)
+        with stop.phase("the pre-run check", kept="nothing was written (it runs before any folder or file)"):
+            check_env(cfg, splits)
     except EnvBroken as err:
         raise ConfigError(str(err)) from None
 

@@ -57,6 +57,8 @@ def record_eval(trainer, generation: int, boundary: bool = True, unit: str = "ge
                                                 abort=stop.requested))
                 except DecodeAborted:
                     raise stop.StoppedDuring(phase) from None
+                if stop.requested():  # asked for after the last decode step (in an env's step): as its line said,
+                    raise stop.StoppedDuring(phase)  # it is not recorded
             run.write_trajectories(f"{TRAJECTORY_PREFIX[split]}_gen{generation:04d}",
                                    [{"generation": generation, **ep} for ep in episodes])
             log(f"[esopt] {name} after {generation} {unit}: reward {stats['reward']:.3f} ± {stats['reward_se']:.3f} "

@@ -137,7 +137,7 @@ def test_a_run_record_stands_in_for_its_folder(monkeypatch, tmp_path):
         Path(cmd[3]).write_text(json.dumps({"peak_rss_mb": 10.0, "peak_cuda_mb": None}))
         return subprocess.CompletedProcess(cmd, 0, "", "")
 
-    monkeypatch.setattr(runs.subprocess, "run", fake_run)
+    monkeypatch.setattr(runs, "_child", fake_run)  # the training process
     first = runs.train_run("configs/demo.yaml", over, str(path.parent), "r", log=lambda *_: None, records=str(records))
     assert first["curve"][-1]["train_seconds"] == 7.0 and first["heldout_by_task"]["final"] == {"p1": 0.75, "p2": 0.0}
     rec = json.loads((records / "r.json").read_text())

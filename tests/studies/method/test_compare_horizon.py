@@ -293,7 +293,7 @@ def test_train_run_moves_aside_resumes_and_keeps_peaks(monkeypatch, tmp_path):
         Path(cmd[3]).write_text(json.dumps({"peak_rss_mb": 100.0 + len(cmds), "peak_cuda_mb": None}))
         return subprocess.CompletedProcess(cmd, 0, "", "")
 
-    monkeypatch.setattr(runs.subprocess, "run", fake_run)
+    monkeypatch.setattr(runs, "_child", fake_run)  # the training process
     # an interrupted run that cannot be resumed (GRPO before its first checkpoint): moved aside, trained afresh
     path.mkdir()
     (path / "metrics.jsonl").write_text("{}\n")

@@ -48,7 +48,6 @@ def test_a_bad_arms_file_is_one_line(tmp_path, text, said):
 def test_a_pause_file_holds_new_runs_until_it_is_removed(tmp_path, monkeypatch):
     """RUNS/PAUSE: a run about to start waits, one line said; removing the file lets it start."""
     import functools
-    import subprocess
     import threading
     import time
 
@@ -60,7 +59,7 @@ def test_a_pause_file_holds_new_runs_until_it_is_removed(tmp_path, monkeypatch):
         started.append(time.time())
         raise KeyboardInterrupt  # stop train_run right after the launch: only when it launched matters here
 
-    monkeypatch.setattr(subprocess, "run", child)
+    monkeypatch.setattr(runs, "_child", child)  # the training process
     monkeypatch.setattr(runs, "wait_while_paused", functools.partial(runs.wait_while_paused, poll=0.05))
     work = tmp_path / "runs"
     work.mkdir()
