@@ -133,6 +133,7 @@ def test_rows_are_reordered_for_llama_cpp_rotary_layout():
 
 
 def test_what_gguf_cannot_carry_is_refused_before_any_file(tmp_path):
+    from tokenizers.models import BPE
     from transformers import GPT2Config, GPT2LMHeadModel
 
     from esopt.models.tiny import build_tiny
@@ -144,6 +145,11 @@ def test_what_gguf_cannot_carry_is_refused_before_any_file(tmp_path):
     with pytest.raises(esopt_gguf.GGUFRefused, match=r"^a WordLevel tokenizer \(decoder Fuse\): the GGUF export "
                                                       r"writes byte-level BPE"):
         esopt_gguf.write(char_model, char_tok, tmp_path / "b.gguf")
+    no_merges = bpe_tokenizer()
+    no_merges.backend_tokenizer.model = BPE(vocab=no_merges.get_vocab(), merges=[])  # characters only
+    with pytest.raises(esopt_gguf.GGUFRefused, match=r"^a BPE tokenizer with no merges \(a character vocabulary, "
+                                                      r"as esopt's tiny models have\): llama.cpp cannot load"):
+        esopt_gguf.write(model, no_merges, tmp_path / "m.gguf")  # gguf's writer would drop the empty list
     gpt2 = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=len(tok)))
     with pytest.raises(esopt_gguf.GGUFRefused, match=r"^model_type 'gpt2': the GGUF export writes llama, qwen2, qwen3"):
         esopt_gguf.write(gpt2, tok, tmp_path / "c.gguf")
@@ -155,6 +161,23 @@ def test_what_gguf_cannot_carry_is_refused_before_any_file(tmp_path):
 
     with pytest.raises(esopt_gguf.GGUFRefused, match="give it with --format gguf"):
         check_format("hf", "q8_0")  # a type for a Hugging Face folder: said, not ignored
+
+
+def test_tiny_models_are_refused_before_anything_is_written(esopt_cache, tmp_path, capsys):
+    """esopt's tiny models, through the command line: tiny-qwen2 loads as a BPE without merges (the file
+    was written, and llama.cpp refused it: 'cannot find tokenizer merges'), tiny-llama as WordLevel; each
+    is refused in one line with nothing written, and before its weights load."""
+    from esopt.models.loading import load_head
+
+    for alias, said in [("tiny-qwen2", "a BPE tokenizer with no merges"), ("tiny-llama", "a WordLevel tokenizer")]:
+        config = tmp_path / f"{alias}.yaml"
+        config.write_text(f"model: {alias}\n")
+        load_head(alias)  # built into the cache first: its progress bars are not the export's output
+        capsys.readouterr()
+        assert main(["export", str(config), str(tmp_path / alias), "--format", "gguf"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith(f"esopt: error: {said}"), err
+        assert not (tmp_path / alias).exists() and not list(tmp_path.glob(f".{alias}.*"))
 
 
 def test_the_types_are_one_list():

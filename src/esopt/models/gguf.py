@@ -17,6 +17,11 @@ the writer decides:
 - The tokenizer: byte-level BPE (SmolLM2, Qwen, Llama 3), as tokenizer.ggml.* metadata: tokens in
   id order with their kind (special added tokens as control), merges, the special token ids,
   whether BOS is added, the pre-tokenizer's name (llama.cpp splits text by it) and the chat template.
+  A BPE with no merges is refused: gguf's writer drops an empty list and llama.cpp will not load a file
+  without one ("cannot find tokenizer merges in model file"). An empty list packed by hand loads, but
+  llama.cpp decodes such a vocabulary's raw whitespace tokens as "[UNK_BYTE_0x09...]" and transformers
+  reads it back tokenizing spaces esopt drops. transformers loads tiny-qwen2's character vocabulary as
+  such a BPE, tiny-llama's as WordLevel: esopt's tiny models are not written.
 
 check() refuses anything else in one line before a file is opened (GGUFRefused).
 """
@@ -72,10 +77,6 @@ def read(folder: Path, filename: str):
 
 # ---- writing: a causal LM as one GGUF file
 
-TYPES = ("f32", "f16", "q8_0")
-ARCHS = ("llama", "qwen2", "qwen3")  # Hugging Face model_type, also the GGUF architecture name
-PERMUTED = ("llama",)  # architectures whose q/k rows llama.cpp wants in its own rotary order
-
 
 class GGUFRefused(ValueError):
     """A model, tokenizer or type this export does not write (one line: what, and what it takes)."""
@@ -113,6 +114,9 @@ def pre_tokenizer(tok) -> str:
     if model.get("type") != "BPE" or model.get("byte_fallback") or decoder.get("type") != "ByteLevel":
         raise GGUFRefused(f"a {model.get('type')} tokenizer (decoder {decoder.get('type')}): the GGUF export writes "
                           "byte-level BPE tokenizers (SmolLM2, Qwen, Llama 3)")
+    if not model.get("merges"):  # gguf's writer drops an empty list; llama.cpp refuses a BPE file without one
+        raise GGUFRefused("a BPE tokenizer with no merges (a character vocabulary, as esopt's tiny models have): "
+                          "llama.cpp cannot load a GGUF without tokenizer merges")
     pre = spec.get("pre_tokenizer") or {}
     steps = pre.get("pretokenizers", [pre]) if pre.get("type") == "Sequence" else [pre]
     kinds = [s.get("type") for s in steps]
