@@ -1,9 +1,11 @@
 """esopt serve under attack (studies/machine/hostile.py): while hostile clients send oversized bodies, huge
-max_tokens, prompts past the model's positions, long replies they give up on, bodies a byte at a time and
-floods of bad rewards, the honest harness's generations are the ones it plays alone, the server's memory
-stays bounded, and SIGTERM mid-attack stops it within 5 seconds."""
+max_tokens, prompts past the model's positions, long replies they give up on, bodies a byte at a time,
+floods of bad rewards and floods of 30 concurrent 1 MB prompts, the honest harness's generations are the ones
+it plays alone, the server's memory stays bounded, and SIGTERM mid-attack stops it within 5 seconds. The
+prompt flood alone: each refused in one JSON line, honest chats answered, memory growth under its bound."""
 from __future__ import annotations
 
+import collections
 import json
 import signal
 import threading
@@ -82,3 +84,63 @@ def test_honest_generations_survive_hostile_clients_and_sigterm_stops_the_server
     assert set(counts["huge_max_tokens"]) == {"400"}, counts
     assert set(counts["long_prompt"]) == {"400"} and set(counts["bad_rewards"]) <= {"404", "409"}, counts
     assert set(counts["disconnect"]) <= {"gave_up", "ConnectError"} and counts["slow_body"], counts
+    assert set(counts.get("flood", {"400": 1})) == {"400"}, counts  # JSON 400s, if a flood came in time
+
+
+FLOOD_GROWTH_MB = 150  # docs/serve.md: 30 concurrent 1 MB prompts grow the server by at most this (measured ~40)
+
+
+@pytest.mark.slow  # a server process of its own (~20 s on 2 cores)
+def test_a_flood_of_megabyte_prompts_is_refused_untokenized_and_leaves_memory_and_honest_replies_alone(
+        esopt_cache, tmp_path):
+    """Issue 51: 30 concurrent prompts of 1,000,000 characters (bodies of 1,000,082 bytes, under the default
+    serve.max_body_bytes of 1 MiB), four times: each is one JSON 400, found from its characters before any
+    tokenizing; an honest chat sent during each flood is answered within seconds, and the server's resident
+    memory grows by less than FLOOD_GROWTH_MB. Before the character bound each was tokenized first: a flood
+    took ~50 s (some requests timed out), the server grew by 1.6 GB and kept 1.4 GB."""
+    import subprocess
+
+    import httpx
+
+    from esopt.studies.machine.hostile import Hostile
+
+    run = tmp_path / "served"
+    proc = serve_process("configs/demo.yaml", *SETTINGS, f"run.out_dir={tmp_path}", "run.name=served",
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        url = wait_for(run)
+        honest = {"model": "center", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+        with httpx.Client(base_url=url, timeout=5) as http:
+            assert http.post("/v1/chat/completions", json=honest).status_code == 200  # warm: its first reply
+            baseline, peak, sampling = rss_mb(proc.pid), [0.0], threading.Event()
+
+            def sample():
+                while not sampling.wait(0.02):
+                    peak[0] = max(peak[0], rss_mb(proc.pid))
+
+            threading.Thread(target=sample, daemon=True).start()
+            flood = Hostile(url, kinds=("flood",), flood_requests=30, flood_timeout_s=20)
+            assert len(flood.flood_body) < 1 << 20  # under the body limit: read and parsed, not refused for size
+            answers, waits = [], []
+            for _ in range(4):
+                sent = threading.Thread(target=lambda: answers.extend(flood.flood(None)))
+                sent.start()
+                time.sleep(0.3)  # the flood under way
+                t0 = time.monotonic()
+                reply = http.post("/v1/chat/completions", json=honest)  # 5 s timeout
+                waits.append(time.monotonic() - t0)
+                assert reply.status_code == 200 and reply.json()["choices"][0]["message"]["content"] is not None
+                sent.join()
+            sampling.set()
+        assert proc.poll() is None, proc.stdout.read()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(10) == 130
+    finally:
+        proc.kill()
+    out = proc.stdout.read()
+    assert "Traceback" not in out, out
+    assert answers == [400] * 120, collections.Counter(answers)  # one JSON error line each (hostile.json_error)
+    growth = peak[0] - baseline
+    print(f"flood: RSS {baseline:.0f} MB -> peak {peak[0]:.0f} MB (+{growth:.0f}); honest replies in "
+          f"{', '.join(f'{w:.2f}' for w in waits)} s")
+    assert growth < FLOOD_GROWTH_MB, (baseline, peak)

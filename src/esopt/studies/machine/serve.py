@@ -12,8 +12,10 @@ serve_over_inprocess_episodes_per_s_c<N> for each N, inprocess_episodes_per_s, s
 serve_rss_growth_mb (the peak over the process's memory when the served run began).
 Hostile section (--hostile N, default 2; 0 leaves it out): the same generations served again while N
 threads attack the server (studies/machine/hostile.py); serve_hostile_over_clean_episodes_per_s_c<N> (the
-honest clients' episodes/s under attack over clean, goal >= 0.8), serve_hostile_peak_rss_mb and
-serve_hostile_rss_growth_mb.
+honest clients' episodes/s under attack over clean, goal >= 0.8), serve_hostile_peak_rss_mb,
+serve_hostile_rss_growth_mb and, once a flood of 30 concurrent ~1 MB prompts was sent (an attack of the cycle),
+serve_hostile_flood_rss_growth_mb: the most the process's resident memory rose during one flood (the server is
+this process; the attackers' own share is small, their body is one shared 1 MB).
 """
 from __future__ import annotations
 
@@ -137,11 +139,13 @@ def _served(config: str, base: list[str], name: str, cfg, clients, hostile: int 
         def stop_attack():  # while the server still answers: the counts are its answers
             if attack is not None and not attacks:
                 attacks.update(attack.stop())
+                attacks["flood_rss_growth_mb"] = attack.flood_growth_mb
         try:
             if hostile:
                 while not (work / "serve.json").exists():
                     time.sleep(0.05)
-                attack = Hostile(json.loads((work / "serve.json").read_text())["url"], threads=hostile).start()
+                attack = Hostile(json.loads((work / "serve.json").read_text())["url"], threads=hostile,
+                                 server_pid=os.getpid()).start()
             _clients(work, cfg, clients, rows, stop_attack)
         except BaseException as err:  # noqa: BLE001 (the server would wait for it forever)
             failed.append(err)
@@ -201,6 +205,8 @@ def main(config: str, overrides: list[str], out: str, clients=DEFAULT_CLIENTS, h
         # the process ran the clean and the in-process runs before: the growth during this run is its own
         results["serve_hostile_peak_rss_mb"] = hostile_peak.peak
         results["serve_hostile_rss_growth_mb"] = hostile_peak.peak - hostile_peak.start
+        if "flood" in attacks:  # the most one flood of ~1 MB prompts grew the process, over its RSS as it began
+            results["serve_hostile_flood_rss_growth_mb"] = attacks["flood_rss_growth_mb"]
         for clean, r in zip(rows, under):
             results[f"serve_hostile_over_clean_episodes_per_s_c{r['clients']}"] = clean["seconds"] / r["seconds"]
         extra = {"hostile": under, "hostile_threads": hostile, "attacks": attacks}
