@@ -19,13 +19,9 @@ pytest.importorskip("uvicorn")
 from test_serve import GOLDEN, SETTINGS, harness, serve_process, wait_for  # noqa: E402
 
 from esopt.cli import main  # noqa: E402
+from esopt.utils.memory import rss_mb  # noqa: E402
 
 RUN = [*SETTINGS, "es.generations=3", "serve.max_tokens=4000"]  # tiny-llama: 4096 positions
-
-
-def rss_mb(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
 
 
 def generations(run) -> list:

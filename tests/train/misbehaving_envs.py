@@ -138,3 +138,12 @@ class SlowReplies(NanSometimes):
             Path(self.marker).touch()
             time.sleep(self.seconds)
         return "Done.", min(len(action), 10) / 10, True, False, {}
+
+
+class LongSometimes(NanSometimes):
+    """Every `every`-th task (by its seed) starts with 20,000 characters: under agent.max_observation_chars, past
+    a tiny model's 4,096 positions."""
+
+    def reset(self, seed=None):
+        self.seed = int(seed or 0)
+        return ("x" * 20_000 if self.seed % self.every == 0 else "Say anything."), {}

@@ -180,3 +180,18 @@ def test_a_megabyte_observation_is_one_line_before_the_run(esopt_cache, tmp_path
     err = [x for x in capsys.readouterr().err.splitlines() if x.startswith("esopt")]
     assert len(err) == 1 and "observation of 1,048,576 characters; agent.max_observation_chars is 100,000" in err[0]
     assert not (tmp_path / "r").exists()
+
+
+def test_a_prompt_past_the_model_s_positions_fails_its_episode_before_decoding(esopt_cache, tmp_path, capsys,
+                                                                                 monkeypatch):
+    """20,000 characters (under agent.max_observation_chars) of a character-level model with 4,096 positions: the
+    episode fails with the token count on the console's line, its turn is never decoded, and the run goes on."""
+    monkeypatch.syspath_prepend(str(HERE))
+    assert main(args(tmp_path, "LongSometimes")) == 0
+    out = capsys.readouterr().out
+    lines = [x for x in out.splitlines() if "episodes failed (first: " in x]
+    assert any(x.startswith("[esopt] gen 1/2") for x in lines), out
+    assert "passes the model's 4,096 positions" in lines[0] and "the prompt is 20,0" in lines[0], lines[0]
+    episodes = [json.loads(x) for x in (tmp_path / "r" / "trajectories" / "gen0000.jsonl").read_text().splitlines()]
+    failed = [ep for ep in episodes if ep["error"]]
+    assert failed and len(failed) < len(episodes) and all(not ep["turns"] for ep in failed)

@@ -178,8 +178,14 @@ class _Game:
             if abort is not None and abort():
                 raise DecodeAborted
             convs = [self._conversation(i, past[i], current[i]) for i in live]
-            ids: list | None = [] if s.record_ids else None
+            fitting, convs = self._fitting(live, convs, episodes)
             turns = self.caches.turns
+            if turns is not None and len(fitting) < len(live):  # failed past the positions: their keys/values go
+                turns.drop([i for i in live if episodes[i].done])
+            live = fitting
+            if not live:
+                continue
+            ids: list | None = [] if s.record_ids else None
             caches = Caches(turns, live if turns is not None else None, self.caches.prefixes)
             replies = self.policy.generate(convs, s.decode.but(seed=s.decode.seed + 7919 * turn),
                                            rows=None if rows is None else rows.of(live), caches=caches,
@@ -190,6 +196,17 @@ class _Game:
             turn += 1
             if on_turn:
                 on_turn(turn, sum(ep.done for ep in episodes), len(live))
+
+    def _fitting(self, live: list[int], convs: list, episodes: list[Episode]) -> tuple[list[int], list]:
+        """The live episodes whose prompt and reply fit the model's positions, and their conversations; each
+        other one fails with the reason (models/policy.py past_positions), before it is decoded."""
+        past = getattr(self.policy, "past_positions", None)
+        reasons = past(convs, self.settings.decode.max_new_tokens) if past else [None] * len(live)
+        for i, why in zip(live, reasons):
+            if why:
+                episodes[i].error = why
+                episodes[i].reward, episodes[i].done = self.settings.failure_reward, True
+        return ([i for i, why in zip(live, reasons) if not why], [c for c, why in zip(convs, reasons) if not why])
 
     def _start(self, starting: list[int], episodes: list[Episode], current: list) -> list[int]:
         """Reset the envs of episodes that start now; the ones that started (a failed reset ends its episode)."""

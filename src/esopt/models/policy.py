@@ -51,6 +51,24 @@ class HFPolicy:
     def prompt_texts(self, conversations: list[list[dict]]) -> list[str]:
         return [chat_text(self.tokenizer, c) for c in conversations]
 
+    def past_positions(self, conversations: list[list[dict]], reserve: int) -> list[str | None]:
+        """Per conversation, why its prompt and a reply of `reserve` tokens do not fit the model's positions
+        (None: they fit). A prompt of no more UTF-8 bytes than fit is not tokenized (a token is at least a byte
+        of text, and a tokenizer may add one); a longer one is, once (observations are capped in characters,
+        agent.max_observation_chars, so this cannot stall)."""
+        limit = getattr(self.model.config, "max_position_embeddings", None)
+        out: list[str | None] = []
+        for text in self.prompt_texts(conversations) if limit else []:
+            if len(text.encode("utf-8")) + 1 + reserve <= limit:
+                out.append(None)
+                continue
+            n = len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+            out.append(None if n + reserve <= limit else
+                       f"the prompt is {n:,} tokens: with a reply of up to {reserve:,} (agent.max_new_tokens) it "
+                       f"passes the model's {limit:,} positions (shorten the observations, or keep fewer turns: "
+                       "agent.history=window)")
+        return out or [None] * len(conversations)
+
     @torch.inference_mode()
     def generate(self, conversations: list[list[dict]], options: DecodeOptions, rows: RowWeights | None = None,
                  caches: Caches | None = None, tails: list | None = None, token_ids: list | None = None,

@@ -27,6 +27,8 @@ import threading
 import time
 from urllib.parse import urlsplit
 
+from ...utils.memory import rss_mb
+
 KINDS = ("oversized_body", "huge_max_tokens", "long_prompt", "disconnect", "slow_body", "bad_rewards", "flood")
 
 
@@ -188,9 +190,3 @@ def json_error(answer) -> bool:
         return set(body) == {"error"} and "\n" not in body["error"]["message"]
     except (ValueError, TypeError, KeyError):
         return False
-
-
-def rss_mb(pid: int) -> float:
-    """A process's resident memory (VmRSS), in MB."""
-    with open(f"/proc/{pid}/status") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024

@@ -28,6 +28,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from statistics import mean, median
 
+from ...utils.memory import rss_mb
+
 DEFAULT_CLIENTS = (1, 8, 32)
 
 
@@ -117,11 +119,6 @@ class PeakRSS:
     def __exit__(self, *exc):
         self.done.set()
         self.thread.join(1)
-
-
-def rss_mb() -> float:
-    with open("/proc/self/status") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
 
 
 def _served(config: str, base: list[str], name: str, cfg, clients, hostile: int = 0) -> tuple[list, PeakRSS, dict]:
