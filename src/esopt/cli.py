@@ -63,12 +63,19 @@ def print_summary(summary: dict) -> None:
     if failed:  # the first reasons are on the evaluation lines above; every one is in the trajectories
         print("[esopt] failed held-out episodes: " + ", ".join(f"{k} {v['errors']} of {v['n']}" for k, v in failed.items())
               + f" (trajectories in {summary['run_dir']}/trajectories)")
-    print(f"RESULT heldout_reward_{algo}={summary['final']['reward']:.4f}")
+    from .train.evaluate import pass_at_ks
+
+    for k in pass_at_ks(summary["final"]):  # eval.pass_at: base and final pass@k, each with its SE
+        for when, label in (("base", "base"), ("final", algo)):
+            if when in summary and f"pass_at_{k}" in summary[when]:
+                print(f"RESULT heldout_pass_at_{k}_{label}={summary[when][f'pass_at_{k}']:.4f}")
+                print(f"RESULT heldout_pass_at_{k}_{label}_se={summary[when][f'pass_at_{k}_se']:.4f}")
+    print(f"RESULT heldout_reward_{algo}={summary['final']['reward']:.4f}")  # the headline, last
 
 
 def cmd_eval(a) -> int:
     from .config import ConfigError
-    from .train.evaluate import by_task_family, evaluate_weights
+    from .train.evaluate import by_task_family, evaluate_weights, pass_at_ks, pass_at_note
 
     config, overrides = split_args(a.args)
     if config and Path(config).is_dir():  # a run folder given as the config: say how it is evaluated
@@ -88,8 +95,13 @@ def cmd_eval(a) -> int:
     families = by_task_family(episodes)
     if len(families) > 1:
         print("[esopt] per task: " + ", ".join(f"{name} {total:g}/{n}" for name, (total, n) in families.items()))
+    if "pass_at_n" in stats:  # eval.pass_at: sampled attempts besides the greedy figures above
+        print(f"[esopt] {label}: {name} {pass_at_note(stats)} ({stats['pass_at_n']} sampled attempts per episode)")
     print(f"RESULT {a.split}_reward={stats['reward']:.4f}")
     print(f"RESULT {a.split}_solved={stats['solved']:.4f}")
+    for k in pass_at_ks(stats):
+        print(f"RESULT {a.split}_pass_at_{k}={stats[f'pass_at_{k}']:.4f}")
+        print(f"RESULT {a.split}_pass_at_{k}_se={stats[f'pass_at_{k}_se']:.4f}")
     if "tool_use" in stats:  # episodes that called tools: the share with a call that ran, and calls per episode
         print(f"RESULT {a.split}_tool_use={stats['tool_use']:.4f}")
         print(f"RESULT {a.split}_tool_calls={stats['tool_calls']:.4f}")

@@ -206,6 +206,23 @@ class EvalConfig(Strict):
     # end (at the end only), never (tuning runs: validation alone); without a validation split it is
     # what every evaluation plays, so it must stay start_end
     heldout: Literal["start_end", "end", "never"] = "start_end"
+    # pass@k on held-out (train/evaluate.py evaluate_attempts): the ks, e.g. [1, 4, 8]; each held-out episode is
+    # then also played pass_at_n more times with sampling, besides the greedy evaluation (unchanged); [] = off.
+    # Costs pass_at_n x the held-out episodes at every held-out evaluation
+    pass_at: list[int] = []
+    pass_at_n: int = Field(0, ge=0)  # sampled attempts per held-out episode (0: the largest k); n > k lowers the SE
+    pass_at_temperature: float | None = Field(1.0, gt=0)  # the attempts' temperature (none: agent.sampling's)
+
+    @field_validator("pass_at")
+    @classmethod
+    def _ks(cls, v):
+        if any(k < 1 for k in v) or len(set(v)) != len(v):
+            raise ValueError(f"eval.pass_at takes distinct ks >= 1 (e.g. [1, 4, 8]), got {v}")
+        return sorted(v)
+
+    def attempts(self) -> int:
+        """Sampled attempts per held-out episode for pass@k (0 when eval.pass_at is empty)."""
+        return (self.pass_at_n or max(self.pass_at)) if self.pass_at else 0
 
 
 class RunConfig(Strict):
@@ -347,6 +364,19 @@ class Config(Strict):
         if self.eval.heldout != "start_end" and not self.tasks.validation:
             raise ValueError(f"eval.heldout={self.eval.heldout} needs a validation split (tasks.validation > 0): "
                              "without one every evaluation plays the held-out split")
+        if self.eval.pass_at:
+            n, k = self.eval.attempts(), max(self.eval.pass_at)
+            if k > n:
+                raise ValueError(f"eval.pass_at has k={k} but eval.pass_at_n={n} attempts: pass@k needs n >= k "
+                                 f"(set eval.pass_at_n >= {k}, or 0 for the largest k)")
+            if (self.eval.pass_at_temperature or self.agent.sampling.temperature) <= 0:
+                raise ValueError("eval.pass_at needs sampled attempts (greedy ones are all alike): set "
+                                 "eval.pass_at_temperature > 0 or agent.sampling.temperature > 0")
+            if self.serve.evaluations == "harness":
+                raise ValueError("eval.pass_at is played by esopt, not by a harness: with serve.evaluations=harness "
+                                 "set eval.pass_at=[]")
+        elif self.eval.pass_at_n:
+            raise ValueError(f"eval.pass_at_n={self.eval.pass_at_n} needs eval.pass_at (the ks, e.g. [1, 4])")
         if isinstance(self.es.scope, list) and not [p for p in self.es.scope if str(p).strip()]:
             raise ValueError("es.scope is an empty list: give parameter name patterns (e.g. ['*.mlp.*']), "
                              "or full / all_linear")

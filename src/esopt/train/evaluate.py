@@ -9,7 +9,7 @@ from ..agent.rollout import AgentContext, RolloutSettings, rollout, turn_limit
 from ..agent.tools import ToolSettings
 from ..envs.spec import resolve
 from ..models.decode import DecodeOptions, Sampling
-from ..utils.stats import mean_se
+from ..utils.stats import mean_se, pass_at_k
 
 format_interval = tqdm.format_interval  # seconds as tqdm writes them: mm:ss, or h:mm:ss
 
@@ -133,6 +133,69 @@ def evaluate(policy, tasks, cfg, seed: int = 0, split: str = "heldout", context=
     return stats, episodes
 
 
+def attempt_sampling(cfg) -> Sampling:
+    """The decoding of pass@k's attempts: eval.pass_at_temperature (none: agent.sampling.temperature) with the
+    agent's top_p and top_k."""
+    s = cfg.agent.sampling
+    return Sampling(cfg.eval.pass_at_temperature or s.temperature, s.top_p, s.top_k)
+
+
+def evaluate_attempts(policy, tasks, cfg, seed: int, split: str = "heldout", context=None,
+                      abort=None) -> tuple[dict, list]:
+    """pass@k (eval.pass_at) of the current weights: the split's episodes played n = eval.attempts() more
+    times with sampling (attempt_sampling), besides and apart from the greedy evaluate(): attempt a
+    (0..n-1) is one rollout of every episode, its decoding seeded derive_seed("attempt", seed, a), so the
+    attempts are reproducible and differ from each other. (figures, episode records, each with its
+    "attempt"): pass_at_figures', pass_at_n and pass_at_seconds. Costs n x the split's episodes."""
+    from ..utils.seeding import derive_seed
+
+    n, t0 = cfg.eval.attempts(), time.time()
+    settings = rollout_settings(cfg, attempt_sampling(cfg))
+    context = AgentContext.from_config(cfg.agent) if context is None else context
+    name = "held-out" if split == "heldout" else split
+    episodes: list[dict] = []
+    for a in range(n):
+        envs, ids, obs = getattr(tasks, split)()
+        limit = max((turn_limit(env, turn_limit_of(cfg)) or 1) for env in envs) if envs else 1
+        bar = tqdm(total=len(envs), desc=f"{name} pass@k attempt {a + 1}/{n}", unit="episode", dynamic_ncols=True,
+                   mininterval=1.0, leave=False, bar_format=EVAL_BAR, postfix=f"turn 1/{limit} under way, ETA after it")
+        try:
+            played = rollout(policy, envs, ids, obs, context, settings.seeded(derive_seed("attempt", seed, a)),
+                             on_turn=eval_progress(bar, len(envs), limit), abort=abort)
+        finally:
+            bar.close()
+        episodes += [{"attempt": a, **ep.to_json()} for ep in played]
+    figures = pass_at_figures(episodes, cfg.eval.pass_at)
+    figures.update(pass_at_n=n, pass_at_seconds=time.time() - t0)
+    return figures, episodes
+
+
+def pass_at_figures(episodes: list[dict], ks: list[int]) -> dict:
+    """pass_at_<k> and pass_at_<k>_se for each k from sampled episode records: per task (its id; the episodes of
+    one task are its attempts, and its repeats with tasks.heldout_repeats > 1), c solved of n episodes
+    (ep["solved"], the env's success flag, as summarize's "solved"; a failed episode is unsolved) gives
+    pass_at_k(n, c, k); the figure is the mean over tasks and its standard error over tasks."""
+    by_task: dict[str, list[bool]] = {}
+    for i, ep in enumerate(episodes):
+        by_task.setdefault(str(ep.get("task", i)), []).append(bool(ep["solved"]))
+    out: dict = {}
+    for k in ks:
+        mean, se = mean_se([pass_at_k(len(v), sum(v), k) for v in by_task.values()])
+        out[f"pass_at_{k}"], out[f"pass_at_{k}_se"] = mean, se
+    return out
+
+
+def pass_at_ks(stats: dict, prefix: str = "") -> list[int]:
+    """The ks whose pass@k figures (<prefix>pass_at_<k>) `stats` holds, in order."""
+    head = f"{prefix}pass_at_"
+    return sorted(int(key[len(head):]) for key in stats if key.startswith(head) and key[len(head):].isdigit())
+
+
+def pass_at_note(stats: dict) -> str:
+    """pass@k figures as the console writes them ("pass@1 0.250 ± 0.100, pass@4 ..."); "" without them."""
+    return ", ".join(f"pass@{k} {stats[f'pass_at_{k}']:.3f} ± {stats[f'pass_at_{k}_se']:.3f}" for k in pass_at_ks(stats))
+
+
 def by_task_family(episodes: list[dict]) -> dict[str, tuple[float, int]]:
     """(reward sum, episodes) per task family for episodes whose ids are <task>#<seed> (web tasks);
     empty for ids without one (Sudoku puzzles)."""
@@ -158,7 +221,8 @@ def evaluate_weights(run_dir=None, config=None, overrides=(), model_name: str | 
                      split: str = "heldout") -> tuple[dict, list, str]:
     """(figures, episode records, label) of a run's final weights (run_dir; overrides on its config,
     e.g. another env.task) or of a model (config + overrides, model_name replacing cfg.model) on
-    a split. A run whose algorithm plays a context of its own (ES with coevo) is played with it."""
+    a split. A run whose algorithm plays a context of its own (ES with coevo) is played with it. With
+    eval.pass_at the figures also hold pass@k (evaluate_attempts; the episodes are the greedy ones)."""
     from ..config import load_config
     from ..models import HFPolicy, load_model
     from ..utils.seeding import derive_seed
@@ -202,9 +266,12 @@ def evaluate_weights(run_dir=None, config=None, overrides=(), model_name: str | 
     if split == "validation" and not cfg.tasks.validation:
         raise ConfigError("--split validation needs a validation split: add tasks.validation=N (e.g. 64)")
     name = "held-out" if split == "heldout" else split
+    policy, source, seed = (HFPolicy.for_agent(model, tok, cfg.agent), TaskSource(cfg.env, cfg.tasks, cfg.run.seed),
+                            derive_seed("eval", cfg.run.seed))
     with stop.phase(f"the {name} evaluation", kept="nothing of it was written (its figures and episodes are written "
                                                    "when it ends)"):
-        stats, episodes = evaluate(HFPolicy.for_agent(model, tok, cfg.agent), TaskSource(cfg.env, cfg.tasks,
-                                                                                         cfg.run.seed),
-                                   cfg, seed=derive_seed("eval", cfg.run.seed), split=split, context=context)
+        stats, episodes = evaluate(policy, source, cfg, seed=seed, split=split, context=context)
+        if cfg.eval.pass_at:  # pass@k: sampled attempts besides the greedy figures (of whichever split is asked)
+            figures, _ = evaluate_attempts(policy, source, cfg, seed, split, context)
+            stats.update(figures)
     return stats, episodes, label

@@ -7,7 +7,7 @@ from ..utils.memory import peak_rss_mb
 from ..utils.seeding import derive_seed
 from ..models.policy import DecodeAborted
 from . import failures, stop
-from .evaluate import evaluate, paired_difference, summarize
+from .evaluate import evaluate, evaluate_attempts, paired_difference, pass_at_figures, pass_at_note, summarize
 from .rundir import RunDir
 
 
@@ -24,6 +24,7 @@ def eval_splits(cfg, boundary: bool, generation: int = 0) -> list[str]:
 
 
 TRAJECTORY_PREFIX = {"heldout": "eval", "validation": "val"}  # trajectories/<prefix>_genNNNN.jsonl
+ATTEMPTS = "attempts_gen{:04d}"  # trajectories/attempts_genNNNN.jsonl: pass@k's sampled held-out episodes (eval.pass_at)
 
 
 def record_eval(trainer, generation: int, boundary: bool = True, unit: str = "generations", context=None,
@@ -67,6 +68,8 @@ def record_eval(trainer, generation: int, boundary: bool = True, unit: str = "ge
             failures.stop_if_all_failed(episodes, f"the {name} evaluation after {generation} {unit}", run.path,
                                         command)
             played = True
+        if split == "heldout" and cfg.eval.pass_at:
+            played = record_attempts(trainer, generation, unit, stats, earlier, context) or played
         line.update({f"{split}_{k}": v for k, v in stats.items() if k != "per_task"})
         out[split] = stats
     if earlier is not None and not played:  # its metrics line is there already
@@ -77,6 +80,49 @@ def record_eval(trainer, generation: int, boundary: bool = True, unit: str = "ge
         run.drop_eval_lines(generation)
     run.log(line)
     return out
+
+
+def record_attempts(trainer, generation: int, unit: str, stats: dict, earlier: dict | None, context=None) -> bool:
+    """pass@k (eval.pass_at) after `generation` updates, into the held-out `stats`: its sampled attempts played here
+    with the trainer's policy (train/evaluate.py evaluate_attempts; also in a Ray run, whose greedy episodes the
+    workers play), written to trajectories/attempts_genNNNN.jsonl, and a log line; or, after a resume, the figures
+    of the attempts recorded before (reused's rule). True when they were played now."""
+    run, cfg, log = trainer.run, trainer.cfg, trainer.log
+    found = reused_attempts(run, generation, cfg, earlier)
+    if found is not None:
+        stats.update(found)
+        log(f"[esopt] held-out pass@k after {generation} {unit}: {pass_at_note(found)} (recorded before the resume, "
+            "not played again)")
+        return False
+    phase = f"the held-out pass@k attempts after {generation} {unit}"
+    with stop.phase(phase):  # as the greedy evaluation: a Ctrl-C ends it unrecorded (the resume plays it)
+        try:
+            figures, episodes = evaluate_attempts(trainer.policy, trainer.tasks, cfg, derive_seed("eval", cfg.run.seed),
+                                                  "heldout", context, abort=stop.requested)
+        except DecodeAborted:
+            raise stop.StoppedDuring(phase) from None
+        if stop.requested():
+            raise stop.StoppedDuring(phase)
+    run.write_trajectories(ATTEMPTS.format(generation), [{"generation": generation, **ep} for ep in episodes])
+    stats.update(figures)
+    log(f"[esopt] held-out pass@k after {generation} {unit}: {pass_at_note(figures)} ({figures['pass_at_n']} sampled "
+        f"attempts per episode, temperature {cfg.eval.pass_at_temperature or cfg.agent.sampling.temperature:g}, "
+        f"{figures['pass_at_seconds']:.0f}s){failures.note(episodes)}")
+    return True
+
+
+def reused_attempts(run: RunDir, generation: int, cfg, earlier: dict | None) -> dict | None:
+    """pass@k figures from attempts recorded before a resume (reused's rule: the base evaluation's, or those its
+    surviving metrics line has), if all of them are on disk."""
+    if generation != 0 and (earlier is None or "heldout_pass_at_n" not in earlier):
+        return None
+    episodes = run.read_trajectories(ATTEMPTS.format(generation))
+    n = cfg.eval.attempts()
+    if not episodes or {ep.get("attempt") for ep in episodes} != set(range(n)):
+        return None
+    figures = pass_at_figures(episodes, cfg.eval.pass_at)
+    figures.update(pass_at_n=n, pass_at_seconds=(earlier or {}).get("heldout_pass_at_seconds", 0.0))
+    return figures
 
 
 def recorded_eval(run: RunDir, generation: int) -> dict | None:
@@ -101,9 +147,18 @@ def reused(run: RunDir, generation: int, split: str, earlier: dict | None) -> di
 
 
 def load_eval(run: RunDir, generation: int, split: str = "heldout"):
-    """The figures of an earlier evaluation, from its recorded episodes (after a resume)."""
+    """The figures of an earlier evaluation, from its recorded episodes (after a resume); held-out with pass@k when
+    its attempts were recorded too."""
     episodes = run.read_trajectories(f"{TRAJECTORY_PREFIX[split]}_gen{generation:04d}")
-    return summarize(episodes) if episodes else None
+    if not episodes:
+        return None
+    stats = summarize(episodes)
+    attempts = run.read_trajectories(ATTEMPTS.format(generation)) if split == "heldout" else []
+    if attempts:
+        cfg = run.load_config()
+        if cfg.eval.pass_at:
+            stats.update(pass_at_figures(attempts, cfg.eval.pass_at), pass_at_n=cfg.eval.attempts())
+    return stats
 
 
 def _paired(final: dict, base: dict | None) -> dict:

@@ -10,3 +10,14 @@ def mean_se(values: list[float]) -> tuple[float, float]:
     mean = sum(values) / n
     var = sum((v - mean) ** 2 for v in values) / max(n - 1, 1)
     return mean, math.sqrt(var / n)
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """The unbiased estimate of pass@k from n attempts of which c succeeded (Chen et al. 2021):
+    1 - C(n-c, k) / C(n, k), the chance that k attempts drawn without replacement from the n
+    include a success. Exact (integer binomials); k must be in 1..n and c in 0..n."""
+    if not 1 <= k <= n:
+        raise ValueError(f"pass@{k} needs 1 <= k <= n attempts, got n={n}")
+    if not 0 <= c <= n:
+        raise ValueError(f"pass@k needs 0 <= c <= n successes, got c={c} of n={n}")
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
