@@ -63,7 +63,7 @@ def print_summary(summary: dict) -> None:
     if failed:  # the first reasons are on the evaluation lines above; every one is in the trajectories
         print("[esopt] failed held-out episodes: " + ", ".join(f"{k} {v['errors']} of {v['n']}" for k, v in failed.items())
               + f" (trajectories in {summary['run_dir']}/trajectories)")
-    from .train.evaluate import pass_at_ks
+    from .utils.stats import pass_at_ks
 
     for k in pass_at_ks(summary["final"]):  # eval.pass_at: base and final pass@k, each with its SE
         for when, label in (("base", "base"), ("final", algo)):

@@ -84,6 +84,25 @@ def _heldout(run: RunData) -> str:
     return '<span class="missing">no held-out evaluation yet</span>'
 
 
+def _pass_at(run: RunData) -> str:
+    """A table of the held-out pass@k figures (eval.pass_at) of each evaluation that has them: generation, then
+    pass@k ± SE per k, then the sampled attempts per episode; "" when no evaluation has them."""
+    from ..utils.stats import pass_at_ks
+
+    evals = [e for e in run.evals if pass_at_ks(e, "heldout_")]
+    if not evals:
+        return ""
+    ks = sorted({k for e in evals for k in pass_at_ks(e, "heldout_")})
+    head = "<tr><th>after generation</th>" + "".join(f"<th>pass@{k} ± SE</th>" for k in ks) + "<th>attempts</th></tr>"
+    rows = []
+    for e in evals:
+        cells = [str(e.get("generation"))] + [
+            f"{_fmt(e.get(f'heldout_pass_at_{k}'))} ± {_fmt(e.get(f'heldout_pass_at_{k}_se'))}"
+            if f"heldout_pass_at_{k}" in e else "" for k in ks] + [str(e.get("heldout_pass_at_n", ""))]
+        rows.append("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in cells) + "</tr>")
+    return f'<table class="cmp pass-at">{head}{"".join(rows)}</table>'
+
+
 def _dict(x) -> dict:
     return x if isinstance(x, dict) else {}
 
@@ -122,6 +141,9 @@ def summary_rows(run: RunData) -> list[tuple[str, str]]:
             ("model", model), ("environment", escape(_env_row(c))),
             ("run seed", escape(str(c("run.seed", "unknown")))), ("held-out reward", _heldout(run)),
             ("algorithm", escape(run.algo))]
+    pass_at = _pass_at(run)
+    if pass_at:  # eval.pass_at: sampled attempts besides the greedy reward above
+        rows.insert(-1, ("held-out pass@k (sampled attempts; mean over tasks ± SE)", pass_at))
     rows += [(label, _value(value)) for label, value in run.algorithm.settings_rows(c, meta)]
     samp = _dict(c("agent.sampling"))
     rows.append(("decoding", escape(f"temperature {samp.get('temperature')}, top-p {samp.get('top_p')}, "

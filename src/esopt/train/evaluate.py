@@ -9,7 +9,7 @@ from ..agent.rollout import AgentContext, RolloutSettings, rollout, turn_limit
 from ..agent.tools import ToolSettings
 from ..envs.spec import resolve
 from ..models.decode import DecodeOptions, Sampling
-from ..utils.stats import mean_se, pass_at_k
+from ..utils.stats import mean_se, pass_at_k, pass_at_ks
 
 format_interval = tqdm.format_interval  # seconds as tqdm writes them: mm:ss, or h:mm:ss
 
@@ -183,12 +183,6 @@ def pass_at_figures(episodes: list[dict], ks: list[int]) -> dict:
         mean, se = mean_se([pass_at_k(len(v), sum(v), k) for v in by_task.values()])
         out[f"pass_at_{k}"], out[f"pass_at_{k}_se"] = mean, se
     return out
-
-
-def pass_at_ks(stats: dict, prefix: str = "") -> list[int]:
-    """The ks whose pass@k figures (<prefix>pass_at_<k>) `stats` holds, in order."""
-    head = f"{prefix}pass_at_"
-    return sorted(int(key[len(head):]) for key in stats if key.startswith(head) and key[len(head):].isdigit())
 
 
 def pass_at_note(stats: dict) -> str:

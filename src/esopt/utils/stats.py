@@ -21,3 +21,9 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     if not 0 <= c <= n:
         raise ValueError(f"pass@k needs 0 <= c <= n successes, got c={c} of n={n}")
     return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def pass_at_ks(figures: dict, prefix: str = "") -> list[int]:
+    """The ks whose pass@k figures (<prefix>pass_at_<k>, e.g. heldout_pass_at_4) `figures` holds, in order."""
+    head = f"{prefix}pass_at_"
+    return sorted(int(key[len(head):]) for key in figures if key.startswith(head) and key[len(head):].isdigit())
