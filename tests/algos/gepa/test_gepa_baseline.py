@@ -225,3 +225,17 @@ def test_gepa_is_a_plug_in_of_train_and_its_runs_are_not_resumed(esopt_cache, tm
     assert main(["train", "--resume", str(run)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "GEPA run, which cannot be resumed" in err[0]
+
+
+def test_pass_at_k_of_both_contexts_with_eval_pass_at(tiny_cfg, tiny_model):
+    """eval.pass_at: the baseline's held-out figures carry pass@k as an ES run's do (train/evaluate.py
+    evaluate_attempts), with the attempts recorded beside the greedy episodes."""
+    b = make(tiny_cfg, tiny_model, "passk", "eval.pass_at=[1,2]", budget=60)
+    summary = b.train()
+    G = summary["generations"]
+    for when in ("base", "final"):
+        assert {"pass_at_1", "pass_at_1_se", "pass_at_2", "pass_at_2_se"} <= set(summary[when])
+        assert summary[when]["pass_at_n"] == 2 and summary[when]["reward"] is not None
+    for gen in (0, G):
+        attempts = (b.run.path / "trajectories" / f"attempts_gen{gen:04d}.jsonl").read_text().splitlines()
+        assert len(attempts) == 2 * b.cfg.tasks.heldout * b.cfg.tasks.heldout_repeats

@@ -177,6 +177,18 @@ class GepaBaseline:
         else:
             final_h, final_eps = evaluate(self.policy, self.tasks, cfg, seed=eval_seed, split="heldout",
                                           context=comp.apply(self.base, best))
+        if cfg.eval.pass_at:  # pass@k: sampled attempts of each context besides the greedy figures (as ES's)
+            from ...train.evaluate import evaluate_attempts
+            from ...train.summary import ATTEMPTS
+
+            played: dict = {}  # one play per distinct context (the chosen one may be the configured one)
+            for gen, stats, ctx in ((0, base_h, None), (G, final_h, None if final_h is base_h else
+                                                        comp.apply(self.base, best))):
+                if id(stats) not in played:
+                    played[id(stats)] = evaluate_attempts(self.policy, self.tasks, cfg, eval_seed, "heldout", ctx)
+                    stats.update(played[id(stats)][0])
+                self.run.write_trajectories(ATTEMPTS.format(gen),
+                                            [{"generation": gen, **ep} for ep in played[id(stats)][1]])
         t_held = time.time() - t1
         evals = {0: {"heldout": base_h}, G: {"heldout": final_h}}
         self.run.write_trajectories("eval_gen0000", [{"generation": 0, **ep} for ep in base_eps])
