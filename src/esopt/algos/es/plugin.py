@@ -13,7 +13,7 @@ class ES(Algorithm):
     on_ray = schedules = True
     frozen = Algorithm.frozen + (
         "es.scope", "es.noise", "es.sigma_scale", "es.rank", "es.table_size", "es.lowrank_others", "es.update_rounding",
-        "es.population", "es.antithetic", "es.shaping",
+        "es.optimizer", "es.momentum", "es.adam", "es.population", "es.antithetic", "es.shaping",
         # the context search; its library by content (coevo.library_hash), so the library's file may move
         "coevo.mode", "coevo.lr", "coevo.init_prob", "coevo.init_logits", "coevo.logit_clip", "coevo.library_hash")
 
