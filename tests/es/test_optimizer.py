@@ -154,6 +154,7 @@ def test_cli_trains_with_adam_and_records_it(esopt_cache, tmp_path, capsys):
     run = tmp_path / "adam"
     settings = json.loads((run / "history.json").read_text())["meta"]["settings"]
     assert settings["es.optimizer"] == "adam" and settings["es.adam"] == {"beta1": 0.9, "beta2": 0.99, "eps": 1e-8}
+    assert "es.momentum" not in settings  # an optimizer's settings only where it is used (sgd records none)
     assert "optimizer: adam" in (run / "config.yaml").read_text()
     capsys.readouterr()
     # the optimizer cannot change on resume (the history replays with it)

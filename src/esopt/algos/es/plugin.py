@@ -19,6 +19,13 @@ class ES(Algorithm):
 
     computed = {"coevo.library_hash": ("coevo", lambda coevo: library_hash(coevo))}
 
+    def recorded_keys(self, cfg) -> tuple[str, ...]:
+        """The frozen settings but those of an es.optimizer the run does not use: a run with the default
+        sgd records none of them (as runs did before es.optimizer; a record without it means sgd)."""
+        unused = {"sgd": ("es.optimizer", "es.momentum", "es.adam"), "momentum": ("es.adam",),
+                  "adam": ("es.momentum",)}[cfg.es.optimizer]
+        return tuple(k for k in self.frozen if k not in unused)
+
     def check(self, cfg, on_ray: bool = False) -> None:
         from ...utils.settings import ConfigError
 
