@@ -95,7 +95,7 @@ def test_replay_rebuilds_the_state_and_another_optimizer_does_not(tmp_path, rule
 
 
 # ------------------------------------------------------------------ through the trainer
-def _reward(policy, envs, ids, obs, cfg, seed, on_turn=None, rows=None):
+def weight_reward(policy, envs, ids, obs, cfg, seed, on_turn=None, rows=None):
     """A stand-in agent whose reward is a fixed function of the weights, so members differ: a linear
     one of the embeddings (in-place members), or a forward pass of each row (low-rank side terms)."""
     from esopt.agent.rollout import Episode
@@ -115,7 +115,7 @@ def _trainer(cfg, run=None):
     from esopt.algos.es.trainer import Trainer
 
     tr = Trainer(cfg, run or RunDir.create(cfg), log=lambda *a: None)
-    tr.rollout_fn = _reward
+    tr.rollout_fn = weight_reward
     return tr
 
 
