@@ -25,6 +25,12 @@ class Schedule(Strict):
     warmup: int = Field(0, ge=0)
 
 
+class AdamSettings(Strict):
+    beta1: float = Field(0.9, ge=0, lt=1)
+    beta2: float = Field(0.999, ge=0, lt=1)
+    eps: float = Field(1e-8, gt=0)
+
+
 class ESConfig(Strict):
     generations: int = Field(12, ge=1)
     population: int = Field(8, ge=2)
@@ -66,6 +72,11 @@ class ESConfig(Strict):
     # (a bf16 buffer in host memory keeps what rounding left out), stochastic (unbiased, noisy, no
     # memory) or nearest (rounds most of a small update away); docs/method.md
     update_rounding: Literal["compensated", "stochastic", "nearest"] = "compensated"
+    # what the update does with its noise sum (es/optim.py): sgd (today's step, no state), momentum (one
+    # float32 buffer per tuned element) or adam (two); the state is rebuilt by replaying the history
+    optimizer: Literal["sgd", "momentum", "adam"] = "sgd"
+    momentum: float = Field(0.9, ge=0, lt=1)  # es.optimizer=momentum: v <- momentum * v + g
+    adam: AdamSettings = AdamSettings()  # es.optimizer=adam
 
 
 class GRPOConfig(Strict):

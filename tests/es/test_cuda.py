@@ -171,6 +171,26 @@ def test_es_trains_on_the_device_and_replays_on_the_cpu(tiny_cfg, dtype, noise):
     assert _replay_on_cpu(tr.run.path) == summary["weights_hash"]
 
 
+@pytest.mark.parametrize("optimizer,dtype,noise", [("adam", "float32", "counter"), ("adam", "float32", "gaussian"),
+                                                   ("momentum", "bfloat16", "table"), ("adam", "bfloat16", "lowrank")])
+def test_an_optimizer_trains_on_the_device_and_replays_on_the_cpu(tiny_cfg, optimizer, dtype, noise):
+    """es.optimizer's state on the device (table, counter, low-rank) or the host (gaussian): the
+    steps made there are the CPU's bits, so a replay on the CPU rebuilds state and weights alike."""
+    from esopt.train.rundir import RunDir
+    from esopt.algos.es.trainer import Trainer
+
+    cfg = tiny_cfg(f"runtime.device={DEVICE}", f"runtime.dtype={dtype}", f"run.name=opt-{optimizer}-{dtype}-{noise}",
+                   f"es.noise={noise}", f"es.optimizer={optimizer}", "es.table_size=4194304",
+                   "es.sigma.start=0.05", "es.sigma.end=0.05", "es.alpha.start=0.005", "es.alpha.end=0.005")
+    from test_optimizer import weight_reward
+
+    tr = Trainer(cfg, RunDir.create(cfg), log=lambda *a: None)
+    tr.rollout_fn = weight_reward  # members differ: real updates
+    summary = tr.train()
+    assert tr.perturber.rule.state_bytes() > 0  # the state was made (real updates happened)
+    assert _replay_on_cpu(tr.run.path) == summary["weights_hash"]
+
+
 def test_grpo_trains_on_the_device(esopt_cache, tmp_path):
     import json
 

@@ -27,6 +27,7 @@ import torch
 from torch import nn
 
 from .noise import CHUNK, stream_key
+from .optim import SGD
 from .perturb import Perturber, merge_seeds, select_parameters
 from .rounding import LOW_PRECISION, add_update, rounding_key, uniforms
 from .scales import describe_scales, tensor_scales
@@ -34,12 +35,13 @@ from .scales import describe_scales, tensor_scales
 
 class LowRankPerturber:
     def __init__(self, model: nn.Module, rank: int = 1, scope: str | list[str] = "all_linear", others: str = "frozen",
-                 others_noise=None, rounding: str = "compensated", sigma_scale: str = "none"):
+                 others_noise=None, rounding: str = "compensated", sigma_scale: str = "none", rule=None):
         if rank < 1:
             raise ValueError(f"es.rank must be >= 1, got {rank}")
         if others not in ("frozen", "full"):
             raise ValueError(f"es.lowrank_others must be 'frozen' or 'full', got {others!r}")
         self.model, self.rank = model, rank
+        self.rule = rule or SGD()  # es.optimizer (es/optim.py): one rule, its state per tensor, the others' too
         selected = select_parameters(model, scope)
         chosen = {id(p) for _, p in selected}
         self.linears = [(name, mod) for name, mod in model.named_modules()
@@ -54,7 +56,7 @@ class LowRankPerturber:
                      if isinstance(mod, nn.Embedding) and id(mod.weight) in side]
         # the in-scope tensors the side terms do not cover: full-rank noise of their own, or frozen
         rest = [name for name, p in selected if id(p) not in side]
-        self.others = (Perturber(model, rest, others_noise, fused=False, rounding=rounding)
+        self.others = (Perturber(model, rest, others_noise, fused=False, rounding=rounding, rule=self.rule)
                        if others == "full" and rest else None)
         # es.sigma_scale (es/scales.py) over every tensor this perturber moves: the linear weights and the others
         moved = [(name, mod.weight) for name, mod in self.linears] + (self.others.params if self.others else [])
@@ -167,10 +169,11 @@ class LowRankPerturber:
         merged = merge_seeds(seeds, coefficients)
         if not merged or alpha == 0.0:
             return
-        unit = float(alpha) / float(population)
+        unit = self.rule.unit(alpha, population)
         for (name, mod), tensor_scale in zip(self.linears, self.scales):
             step = unit * tensor_scale
             w = mod.weight.data
+            self.rule.begin(name, w.numel(), w.device)
             # made on the weights' device, a block of rows at a time (no full-size float32 transient of a
             # large matrix such as the output head): elementwise, so the blocks give the same bits as one piece
             block = max(1, CHUNK // mod.in_features)
@@ -189,6 +192,7 @@ class LowRankPerturber:
                 acc = torch.zeros((rows.stop - rows.start, mod.in_features), dtype=torch.float32, device=w.device)
                 for a, b, c in factors:
                     acc.add_(_outer(a[rows], b, self.rank), alpha=c)
+                acc = self.rule.direction(name, rows.start * mod.in_features, acc, population)  # sgd: acc itself
                 part = w[rows].view(-1)
                 if w.dtype in LOW_PRECISION and self.rounding != "nearest":
                     flat = slice(rows.start * mod.in_features, rows.stop * mod.in_features)

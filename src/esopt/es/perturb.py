@@ -24,6 +24,7 @@ from torch import nn
 
 from . import kernels
 from .noise import CHUNK, GaussianNoise, chunk_slices
+from .optim import SGD
 from .rounding import LOW_PRECISION, ROUNDINGS, add_update, rounding_key
 from .scales import describe_scales, tensor_scales
 
@@ -145,13 +146,14 @@ class Perturber:
     """perturb / restore / apply_update over a fixed set of parameters."""
 
     def __init__(self, model: nn.Module, scope: str | list[str] = "full", noise=None, fused: bool = True,
-                 rounding: str = "compensated", sigma_scale: str = "none"):
+                 rounding: str = "compensated", sigma_scale: str = "none", rule=None):
         if rounding not in ROUNDINGS:
             raise ValueError(f"unknown es.update_rounding {rounding!r}; allowed: {', '.join(ROUNDINGS)}")
         self.model = model
         self.fused = fused  # float32 CPU chunks use the one-pass kernels (same bits as the torch path)
         self.noise = noise or GaussianNoise()
         self.rounding = rounding  # how updates enter bf16/fp16 weights (float32 weights: plain adds)
+        self.rule = rule or SGD()  # es.optimizer: what the update does with its noise sum (es/optim.py)
         self.compensation: dict[str, torch.Tensor] = {}  # es.update_rounding=compensated: bf16, CPU, per tensor
         self.params = select_parameters(model, scope)
         for _, p in self.params:
@@ -282,29 +284,33 @@ class Perturber:
 
     @torch.no_grad()
     def apply_update(self, seeds: Iterable[int], coefficients: Iterable[float], alpha: float, population: int) -> None:
-        """theta += alpha / population * sum_i c_i * eps(seed_i), accumulated in fp32.
+        """theta += alpha / population * sum_i c_i * eps(seed_i), accumulated in fp32 (es.optimizer=sgd;
+        momentum and adam turn the sum into their direction first: es/optim.py).
 
         Members sharing a seed (antithetic pairs) are merged first, so each
         distinct noise vector is drawn once; all seeds are drawn chunk by chunk
         and summed in fp32, then added to the weights once per chunk. bf16/fp16
         chunks take it as es.update_rounding says (compensated by default; es/rounding.py).
+        A generation that moves nothing (alpha 0, every coefficient 0) leaves the optimizer's state too.
         """
         seeds = [int(s) for s in seeds]
         merged = merge_seeds(seeds, coefficients)
         if not merged or alpha == 0.0:
             return
-        unit = float(alpha) / float(population)
+        unit = self.rule.unit(alpha, population)
         for name, p in self.params:
             step = unit * self.scales[name]
             flat = p.data.view(-1)
             where = self.noise_device(p)  # the sum is made where the noise is (on the device for table/counter)
             streams = [(self.noise.stream(s, name, flat.numel(), p.device), c) for s, c in merged.items()]
+            self.rule.begin(name, flat.numel(), where)  # the optimizer's state lives where the sum is made
             for sl in chunk_slices(flat.numel()):
                 n = sl.stop - sl.start
                 acc = self._buf.get("acc", n, device=where).zero_()
                 eps = self._buf.get("eps", n, device=where)
                 for stream, c in streams:
                     acc.add_(torch.mul(stream.next_chunk(out=eps), c, out=eps))
+                acc = self.rule.direction(name, sl.start, acc, population)  # sgd: acc itself
                 chunk = flat[sl]
                 if chunk.dtype in LOW_PRECISION and self.rounding != "nearest":
                     comp = None

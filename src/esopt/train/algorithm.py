@@ -41,6 +41,10 @@ class Algorithm:
     step_name = "generation"  # one update, on a report's axes
     schedules = False  # whether sigma and alpha schedules drive it (a report plots them against the plan)
 
+    def recorded_keys(self, cfg) -> tuple[str, ...]:
+        """The frozen settings a run started with `cfg` writes into its record (all of them here)."""
+        return self.frozen
+
     def check(self, cfg, on_ray: bool = False) -> None:
         """Refuse (ConfigError, one line) settings this algorithm cannot run, before anything is written."""
         if on_ray and not self.on_ray:

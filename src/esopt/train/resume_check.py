@@ -100,7 +100,7 @@ def record_settings(cfg, algo=None) -> dict:
     """The settings that give a run's record its meaning (the algorithm's frozen keys), as recorded
     in history.json's meta when the run starts."""
     algo = algo or algorithm(cfg.algo)
-    return {key: plain(get_key(cfg, key)) for key in algo.frozen}
+    return {key: plain(get_key(cfg, key)) for key in algo.recorded_keys(cfg)}
 
 
 def recorded_settings(run_path) -> dict | None:

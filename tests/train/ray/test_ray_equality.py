@@ -19,6 +19,10 @@ MODES = {
     # two members per batched rollout: the same units here and on the workers
     "lowrank": ["es.noise=lowrank", "es.rank=2", "es.members_per_rollout=2"],
     "lowrank-others": ["es.noise=lowrank", "es.lowrank_others=full"],
+    # a step with memory: each replica keeps its optimizer state by applying every update itself
+    # (hashes compared each generation); the driver's and the local run's are the same
+    "adam": ["es.optimizer=adam", "es.alpha.start=2e-4", "es.alpha.end=2e-4"],
+    "momentum-lowrank-others": ["es.optimizer=momentum", "es.noise=lowrank", "es.lowrank_others=full"],
 }
 COMMON = ["es.generations=2", "es.sigma.start=0.05", "es.sigma.end=0.05"]
 

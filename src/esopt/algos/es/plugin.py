@@ -13,11 +13,18 @@ class ES(Algorithm):
     on_ray = schedules = True
     frozen = Algorithm.frozen + (
         "es.scope", "es.noise", "es.sigma_scale", "es.rank", "es.table_size", "es.lowrank_others", "es.update_rounding",
-        "es.population", "es.antithetic", "es.shaping",
+        "es.optimizer", "es.momentum", "es.adam", "es.population", "es.antithetic", "es.shaping",
         # the context search; its library by content (coevo.library_hash), so the library's file may move
         "coevo.mode", "coevo.lr", "coevo.init_prob", "coevo.init_logits", "coevo.logit_clip", "coevo.library_hash")
 
     computed = {"coevo.library_hash": ("coevo", lambda coevo: library_hash(coevo))}
+
+    def recorded_keys(self, cfg) -> tuple[str, ...]:
+        """The frozen settings but those of an es.optimizer the run does not use: a run with the default
+        sgd records none of them (as runs did before es.optimizer; a record without it means sgd)."""
+        unused = {"sgd": ("es.optimizer", "es.momentum", "es.adam"), "momentum": ("es.adam",),
+                  "adam": ("es.momentum",)}[cfg.es.optimizer]
+        return tuple(k for k in self.frozen if k not in unused)
 
     def check(self, cfg, on_ray: bool = False) -> None:
         from ...utils.settings import ConfigError

@@ -31,8 +31,11 @@ def _dtype(m, a, config, overrides):
 
 BENCHES = {
     "es-memory": ("es_memory", "peak memory of one ES generation vs evaluating the same episodes",
-                  (_repeats("fresh-process runs of each phase, alternating", 3),),
-                  lambda m, a, c, o: m.main(c, o, out_path(a, "es-memory"), a.repeats or 3)),
+                  (_repeats("fresh-process runs of each phase, alternating", 3),
+                   ("--optimizers", dict(help="comma-separated es.optimizer values (sgd,momentum,adam) whose ES "
+                                              "generation is measured each (default: the config's)"))),
+                  lambda m, a, c, o: m.main(c, o, out_path(a, "es-memory"), a.repeats or 3,
+                                            optimizers=names(a.optimizers))),
     "memory": ("memory", "peak memory of evaluation, an ES generation and a GRPO step, 9x9 Sudoku and 4x4",
                (_repeats("fresh-process runs of each phase", 1),
                 ("--tasks", dict(help="comma-separated subset of 4x4-demo,9x9-h5,9x9-h10,9x9-h15 (default: all)")),

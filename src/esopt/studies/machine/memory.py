@@ -66,6 +66,26 @@ def _always_update() -> None:
     rl_trainer.group_advantages = nonflat
 
 
+def _es_always_updates(trainer) -> None:
+    """A generation whose members all scored alike makes no update (and es.optimizer's state would
+    never be made): give such a generation coefficients of 1 here, so the measured generation
+    always ends in a real update, its optimizer state included; memory does not depend on the values."""
+    import numpy as np
+
+    from ...es.strategy import Told
+
+    strategy = trainer.step.strategy
+    real = strategy.tell
+
+    def nonflat(members, rewards):
+        told = real(members, rewards)
+        if np.any(told.coefficients):
+            return told
+        return Told(told.shaped, np.ones(len(members)), told.nonfinite)  # an antithetic pair: its seed x 2
+
+    strategy.tell = nonflat
+
+
 def phase_main(argv=None) -> None:
     """One measurement (run in a fresh process); prints one JSON line."""
     ap = argparse.ArgumentParser()
@@ -103,6 +123,8 @@ def phase_main(argv=None) -> None:
         from ...algos.es.trainer import Trainer
 
         trainer = Trainer(cfg, RunDir.create(cfg), log=lambda *_: None)
+        if a.phase == "es":
+            _es_always_updates(trainer)
     loaded = _peak(cfg.runtime.device)
     t0 = time.time()
     extra = {}
@@ -116,6 +138,11 @@ def phase_main(argv=None) -> None:
         extra["tokens"] = stats.get("tokens")
         if a.phase == "es":
             extra["correction_mb"] = trainer.perturber.last_correction_bytes / 2**20
+            # es.optimizer's state (es/optim.py), counted from its tensors, beside what the docs state for it
+            rule = trainer.perturber.rule
+            extra.update(optimizer=rule.kind, optimizer_state_mb=rule.state_bytes() / 2**20,
+                         optimizer_stated_mb=4 * rule.buffers * trainer.perturber.numel / 2**20,
+                         scope_numel=trainer.perturber.numel)
         else:
             extra["trained_tokens"] = stats.get("trained_tokens")
     print(json.dumps({"phase": a.phase, **_peak(cfg.runtime.device), "after_load": loaded,
