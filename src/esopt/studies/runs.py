@@ -38,7 +38,7 @@ from pathlib import Path
 
 from ..train.loop import seconds_by_update
 from ..train.rundir import RunDir, holds_run
-from ..train.stop import Interrupted, interrupt_on_signals, signal_name
+from ..train.stop import Interrupted, interrupt_on_signals, on_stop_signals, signal_name
 
 # the child: `esopt train ...` in a process that writes its own peaks to a JSON file as it exits
 _LAUNCHER = "import sys; from esopt.studies.runs import child_main; sys.exit(child_main())"
@@ -231,12 +231,10 @@ def stop_children_on_signals(log=print):
         log(f"[bench] {name}: {len(live)} training run(s) under way stop " +
             ("at their safe points (Ctrl-C again: at once)" if first else "at once"), flush=True)
 
-    old = {s: signal.signal(s, handle) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        yield
+        with on_stop_signals(handle):
+            yield
     finally:
-        for s, handler in old.items():
-            signal.signal(s, handler)
         with _lock:
             _stopping.clear()
 

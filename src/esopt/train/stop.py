@@ -50,6 +50,19 @@ def signal_name(signum: int) -> str:
 
 
 @contextmanager
+def on_stop_signals(handler, keep=lambda: False):
+    """Within the block, SIGINT and SIGTERM call handler(signum, frame); the earlier handlers come back after it,
+    unless keep() says this one stays."""
+    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        if not keep():
+            for s, earlier in old.items():
+                signal.signal(s, earlier)
+
+
+@contextmanager
 def phase(what: str, kept: str | None = None):
     """Within the block, a stop asked for ends `what` at once (the block's code checks requested() and raises
     StoppedDuring(what)); the stop's line names it. An interrupt raised within it (Interrupted, KeyboardInterrupt)
@@ -90,13 +103,8 @@ def interrupt_on_signals():
         fired.append(signum)
         raise Interrupted(signal_name(signum))
 
-    old = {s: signal.signal(s, interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        if not fired:  # after an interrupt the handler stays: a second signal must end the process at once
-            for s, handler in old.items():
-                signal.signal(s, handler)
+    with on_stop_signals(interrupt, keep=lambda: bool(fired)):  # after an interrupt it stays: a second signal
+        yield                                                      # must end the process at once
 
 
 @contextmanager
@@ -117,10 +125,8 @@ def stop_on_signals(log=print):
                 else "after the update in progress is recorded")
         log(f"[esopt] {name}: stopping {what} (Ctrl-C again to stop now)")
 
-    old = {s: signal.signal(s, ask) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        yield
+        with on_stop_signals(ask):
+            yield
     finally:
-        for s, handler in old.items():
-            signal.signal(s, handler)
         _requested.clear()
