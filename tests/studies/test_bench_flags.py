@@ -34,7 +34,7 @@ def _perturb_defaults():
 
 
 EXPECTED = {  # argv after `esopt bench`: the call the bench makes (as before the flags were split by bench)
-    ("es-memory",): ("main", (C, [], "bench-results/es-memory.json", 3), {}),
+    ("es-memory",): ("main", (C, [], "bench-results/es-memory.json", 3), {"optimizers": None}),
     ("memory",): ("main", (C, [], "bench-results/memory.json", 1), {"tasks": None, "grpo_sequences": None}),
     ("perturb",): ("main", _perturb_defaults, {}),
     ("throughput",): ("main", (C, [], "bench-results/throughput.json"), {"context": False}),
@@ -85,6 +85,8 @@ def test_flags_reach_the_study(monkeypatch):
           "arms": None})]
     assert calls(monkeypatch, ["population", "--seed", "5", "--models", "a,b"]) == [
         ("main", (C, [], "bench-results/population.json", ["a", "b"], [8, 16]), {"seed": 5})]
+    assert calls(monkeypatch, ["es-memory", "--optimizers", "sgd,adam"]) == [
+        ("main", (C, [], "bench-results/es-memory.json", 3), {"optimizers": ["sgd", "adam"]})]
 
 
 def test_a_bench_help_lists_only_its_own_flags(capsys):
