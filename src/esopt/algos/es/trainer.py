@@ -32,6 +32,7 @@ from ...utils.memory import peak_rss_mb
 from ...utils.seeding import derive_seed
 from ...utils.threads import set_threads
 from .coevo.component import context_component
+from .diagnostics import describe as describe_signal, signal_diagnostics
 
 
 def es_step(cfg: Config, perturber, moves_weights: bool = True) -> ESStep:
@@ -138,6 +139,7 @@ class Trainer(ModelReplica):
             "nonfinite_rewards": record["nonfinite_rewards"], "episodes": len(traj) + extra.pop("extra_episodes", 0),
             "tokens": played.tokens, **{f"time_{k}": v for k, v in times.items()}, **played.extra, **extra,
             "peak_rss_mb": peak_rss_mb(),  # this process's peak so far (with Ray: the driver's); the report's memory
+            **signal_diagnostics(traj, members),  # diag_*: ties, identical pairs, distinct replies (diagnostics.py)
         }
         if self.step.moves_weights and not np.any(np.asarray(record.get("coefficients") or [0.0])):
             stats["no_update"] = True  # every member's shaped reward is 0: the weights did not move
@@ -156,7 +158,7 @@ class Trainer(ModelReplica):
             return (f"[esopt] gen {t + 1}/{T}: reward mean {s['reward_mean']:.3f} max {s['reward_max']:.3f} "
                     f"min {s['reward_min']:.3f} | sigma {s['sigma']:.2e} alpha {s['alpha']:.2e} | {seconds:.0f}s "
                     f"(rollout {s['time_rollout']:.0f}s, noise {s['time_perturb'] + s['time_restore'] + s['time_update']:.0f}s)"
-                    + (" | no update: every member scored alike" if s.get("no_update") else "")
+                    + (" | no update: every member scored alike" if s.get("no_update") else describe_signal(s))
                     + (f" | {s['failed_episodes']}/{s['episodes']} episodes failed (first: {s['first_failure']})"
                        if s.get("failed_episodes") else ""))
 
