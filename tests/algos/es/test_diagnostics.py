@@ -69,3 +69,37 @@ def test_without_antithetic_sampling_pair_figures_are_absent():
 
 def test_empty_generation():
     assert signal_diagnostics([], ANTI) == {"diag_tasks": 0, "diag_tied_tasks": 0}
+
+
+def test_trainer_logs_the_diagnostics_and_the_update_check(tiny_cfg):
+    """A real generation of the tiny model (its members' play scripted: rewards that differ, replies that tie
+    on one pair), es.diagnostics=full: the metrics line has every diag_* figure; the weights are those of a
+    run without the check."""
+    from esopt.algos.es.trainer import Trainer
+    from esopt.es.perturb import weights_hash
+    from esopt.train.rundir import RunDir
+    from esopt.train.runner import Played
+
+    def scripted(self, members, sigma, t, times, bar=None, contexts=None):
+        rewards = [1.0, 0.0, 0.5, 0.5]
+        traj = [ep(m.index, task, rewards[m.index], "same" if m.index >= 2 else f"r{m.index}")
+                for m in members for task in ("a", "b")]
+        return Played(rewards, traj, {}, 0)
+
+    hashes = {}
+    for level in ("basic", "full"):
+        cfg = tiny_cfg(f"es.diagnostics={level}", f"run.name={level}", "es.generations=1")
+        tr = Trainer(cfg, RunDir.create(cfg), log=lambda *a: None)
+        tr.runner.play = scripted.__get__(tr.runner)
+        stats = tr.generation(0)
+        hashes[level] = weights_hash(tr.model)
+        assert stats["diag_tied_tasks"] == 0 and stats["diag_identical_pairs"] == 1 and stats["diag_pairs"] == 2
+        assert stats["diag_distinct_replies"] == 3.0 and stats["diag_reward_spread"] > 0
+        update = {k for k in stats if k.startswith("diag_update_")}
+        if level == "full":
+            assert update == {"diag_update_moved_share", "diag_update_cosine", "diag_update_norm_ratio"}
+            assert stats["diag_update_moved_share"] > 0.9 and stats["diag_update_cosine"] > 0.999  # float32
+        else:
+            assert not update
+        assert not tr.perturber.check_update  # on only while the generation's update is made
+    assert hashes["basic"] == hashes["full"]

@@ -126,7 +126,14 @@ class Trainer(ModelReplica):
             self.run.write_trajectories(f"gen{t:04d}", traj)
             failures.stop_if_all_failed(traj, f"generation {t}", self.run.path, self.command)
         # the update, here and on every replica; a replica whose weights hash differs stops the run
-        record = self.step.tell(t, members, rewards, lambda *update: self.runner.update(t, *update, times))
+        check = self.cfg.es.diagnostics == "full" and hasattr(self.perturber, "check_update")  # full-rank only
+        if check:
+            self.perturber.check_update = True  # the update made vs meant, measured here (replay leaves it off)
+        try:
+            record = self.step.tell(t, members, rewards, lambda *update: self.runner.update(t, *update, times))
+        finally:
+            if check:
+                self.perturber.check_update = False
         if played.errors:
             record["member_errors"] = played.errors
         extra = self.context.tell(self, t, record, traj, times)  # the context logits (and growth), into the record
@@ -141,6 +148,9 @@ class Trainer(ModelReplica):
             "peak_rss_mb": peak_rss_mb(),  # this process's peak so far (with Ray: the driver's); the report's memory
             **signal_diagnostics(traj, members),  # diag_*: ties, identical pairs, distinct replies (diagnostics.py)
         }
+        made = self.perturber.last_update_check if check else None  # es.diagnostics=full
+        if made:
+            stats.update({f"diag_update_{k}": v for k, v in made.items()})
         if self.step.moves_weights and not np.any(np.asarray(record.get("coefficients") or [0.0])):
             stats["no_update"] = True  # every member's shaped reward is 0: the weights did not move
         if failed:
