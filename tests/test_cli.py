@@ -45,6 +45,12 @@ def test_train_eval_export_resume_cli(esopt_cache, tmp_path, capsys):
     assert "RESULT heldout_reward_base=" in out and out.strip().splitlines()[-1].startswith("RESULT heldout_reward_es=")
     run = tmp_path / "cli"
     assert json.loads((run / "history.json").read_text())["generations"][1]["generation"] == 1
+    # the signal diagnostics (algos/es/diagnostics.py): on every training line, and the report's plot of them
+    train = [m for m in map(json.loads, (run / "metrics.jsonl").read_text().splitlines()) if m.get("kind") == "train"]
+    for m in train:
+        assert m["diag_tasks"] == 3 and 0 <= m["diag_tied_task_share"] <= 1 and m["diag_pairs"] == 2, m
+        assert 1 <= m["diag_distinct_replies"] <= 12 and m["diag_reward_spread"] >= 0, m
+    assert (run / "report" / "report-signal.png").exists()
     assert main(["train", "--resume", str(run)]) == 0  # already complete: just re-evaluates
     assert main(["eval", "--run", str(run), "--out", str(tmp_path / "eval.jsonl")]) == 0
     out = capsys.readouterr().out

@@ -72,6 +72,10 @@ class ESConfig(Strict):
     # (a bf16 buffer in host memory keeps what rounding left out), stochastic (unbiased, noisy, no
     # memory) or nearest (rounds most of a small update away); docs/method.md
     update_rounding: Literal["compensated", "stochastic", "nearest"] = "compensated"
+    # signal diagnostics in each generation's metrics (diag_*, algos/es/diagnostics.py): basic (from the
+    # episodes: ties, identical antithetic pairs, distinct replies, reward spread) or full (also the
+    # update as made vs as meant: share of weights moved, cosine; 5-20% more update time, full-rank noise)
+    diagnostics: Literal["basic", "full"] = "basic"
     # what the update does with its noise sum (es/optim.py): sgd (today's step, no state), momentum (one
     # float32 buffer per tuned element) or adam (two); the state is rebuilt by replaying the history
     optimizer: Literal["sgd", "momentum", "adam"] = "sgd"

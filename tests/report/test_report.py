@@ -26,11 +26,11 @@ def test_trainer_writes_the_report_at_the_end(finished):
     page = default_report_path(path)
     assert page.exists() and f"[esopt] report: {page}" in lines
     html = page.read_text()
-    for key in ("rewards", "heldout", "seconds", "schedules", "time", "memory"):  # the run records its memory
+    for key in ("rewards", "heldout", "seconds", "schedules", "signal", "time", "memory"):  # it records its memory
         png = page.parent / f"report-{key}.png"
         assert png.read_bytes().startswith(PNG), key
         assert f'id="plot-{key}"' in html
-    assert html.count('<img class="plot"') == 6 and html.count("data:image/png;base64,") == 6
+    assert html.count('<img class="plot"') == 7 and html.count("data:image/png;base64,") == 7
     assert "not recorded by this run" not in html
     assert 'id="missing"' not in html  # nothing is missing from a finished run
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", html)  # self-contained: nothing fetched
@@ -82,7 +82,8 @@ def test_truncated_run_yields_a_page_naming_what_is_missing(finished, tmp_path):
         assert needle in html, needle
         assert any(needle in m for m in report.missing), needle
     assert "not finished (no summary.json): 2 of 3 generations recorded" in html
-    assert 'id="plot-rewards"' in html and html.count('<img class="plot"') == 4  # rewards, schedules, time, memory
+    assert 'id="plot-rewards"' in html and html.count('<img class="plot"') == 5  # rewards, schedules, signal, time,
+    # memory
     assert re.search(r'id="plot-heldout">.*?no held-out evaluation yet', html)
     assert re.findall(r'<option (?:selected )?value="([^"]+)"', html) == ["train-1"]
 
@@ -206,7 +207,7 @@ def test_memory_is_plotted_where_recorded(finished, tmp_path):
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     report = write_report(run)
     png = report.path.parent / "report-memory.png"
-    assert png.read_bytes().startswith(PNG) and report.path.read_text().count('<img class="plot"') == 6
+    assert png.read_bytes().startswith(PNG) and report.path.read_text().count('<img class="plot"') == 7
     bare = [{k: v for k, v in r.items() if k != "peak_rss_mb"} for r in rows]  # a run from before memory was recorded
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in bare))
     write_report(run)  # refreshed without memory: no stale plot stays behind

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
+import math
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
@@ -163,6 +164,10 @@ class Perturber:
         self.sigma_scale = sigma_scale
         self.scales = tensor_scales(self.params, sigma_scale, len(list(model.parameters())))
         self.last_correction_bytes = 0
+        # es.diagnostics=full: apply_update also measures the update it made against the one it meant
+        # (last_update_check: share of elements moved, cosine and norm ratio; None when not measured)
+        self.check_update = False
+        self.last_update_check: dict | None = None
         self._buf = _Buffers()
         self._no_correction = (torch.zeros(0, dtype=torch.int32), torch.zeros(0))
 
@@ -295,9 +300,11 @@ class Perturber:
         """
         seeds = [int(s) for s in seeds]
         merged = merge_seeds(seeds, coefficients)
+        self.last_update_check = None
         if not merged or alpha == 0.0:
             return
         unit = self.rule.unit(alpha, population)
+        check = _UpdateCheck(self._buf) if self.check_update else None
         for name, p in self.params:
             step = unit * self.scales[name]
             flat = p.data.view(-1)
@@ -312,6 +319,8 @@ class Perturber:
                     acc.add_(torch.mul(stream.next_chunk(out=eps), c, out=eps))
                 acc = self.rule.direction(name, sl.start, acc, population)  # sgd: acc itself
                 chunk = flat[sl]
+                if check:
+                    check.before(chunk)
                 if chunk.dtype in LOW_PRECISION and self.rounding != "nearest":
                     comp = None
                     if self.rounding == "compensated":
@@ -319,8 +328,48 @@ class Perturber:
                             self.compensation[name] = torch.zeros(flat.numel(), dtype=torch.bfloat16)
                         comp = self.compensation[name][sl]
                     add_update(chunk, acc.mul_(step), self.rounding, rounding_key(seeds, name, sl.start), comp)
+                    intended = acc
                 else:
                     chunk.add_(self._delta(acc, step, chunk))
+                    intended = self._buf.get("scaled", n, device=acc.device)  # _delta's float32 product
+                if check:
+                    check.after(chunk, intended)
+        if check:
+            self.last_update_check = check.result()
+
+
+class _UpdateCheck:
+    """The update as made vs as meant, chunk by chunk (es.diagnostics=full): how many elements changed
+    at all (bf16/fp16 rounding can swallow a small step), and the cosine and norm ratio between the
+    realised change (new - old, in float32) and the intended float32 step. Read only: the weights and
+    the update are the same bits with or without it. Sums stay on the chunk's device until result()."""
+
+    def __init__(self, buf: _Buffers):
+        self._buf, self.sums, self.numel = buf, [], 0
+
+    def before(self, chunk: torch.Tensor) -> None:
+        self._old = self._buf.get("check_old", chunk.numel(), chunk.dtype, chunk.device).copy_(chunk)
+
+    def after(self, chunk: torch.Tensor, intended: torch.Tensor) -> None:
+        n, dev = chunk.numel(), chunk.device
+        moved = bits_differ(chunk, self._old, out=self._buf.get("check_moved", n, torch.bool, dev)).sum()
+        diff = self._buf.get("check_diff", n, device=dev).copy_(chunk)
+        diff.sub_(self._old)  # float32: exact for bf16/fp16 neighbours
+        want = intended if intended.device == dev else intended.to(dev)
+        self.sums.append(torch.stack([moved.double(), torch.dot(diff, want).double(), torch.dot(diff, diff).double(),
+                                      torch.dot(want, want).double()]))
+        self.numel += n
+
+    def result(self) -> dict | None:
+        if not self.sums:
+            return None
+        moved, dot, realised, meant = (float(x) for x in sum(s.cpu() for s in self.sums).tolist())
+        out = {"moved_share": moved / self.numel}
+        if meant > 0:
+            out["norm_ratio"] = math.sqrt(realised / meant)
+            if realised > 0:
+                out["cosine"] = min(1.0, dot / math.sqrt(realised * meant))  # float32 dots can overshoot by ~1e-8
+        return out
 
 
 def weights_hash(model: nn.Module) -> str:

@@ -194,6 +194,35 @@ def timing(run: RunData) -> Plot:
     return Plot("time", title, _png(fig))
 
 
+def signal(run: RunData) -> Plot:
+    """ES's signal diagnostics per generation (algos/es/diagnostics.py): why a generation was flat."""
+    title = "Signal diagnostics (why a generation was flat)"
+    shares = [(k, label) for k, label in (("diag_tied_task_share", "tasks where all members tie"),
+                                          ("diag_identical_pair_share", "antithetic pairs replying alike"),
+                                          ("diag_update_moved_share", "weights the update moved"),
+                                          ("diag_update_cosine", "cosine realised vs intended update"))
+              if _train(run.train, k)[0]]
+    counts = [(k, label) for k, label in (("diag_distinct_replies", "distinct first-turn replies per task"),
+                                          ("diag_reward_spread", "per-task reward std (mean over tasks)"))
+              if _train(run.train, k)[0]]
+    if not shares and not counts:
+        if run.algorithm.record != "history":
+            return Plot("signal", title, None, f"not an ES run (algo: {run.algo}): no signal diagnostics")
+        return Plot("signal", title, None, "no signal diagnostics recorded (metrics.jsonl has no diag_* fields)")
+    fig, axes = _figure(cols=2, width=10)
+    for ax, keys, ylabel in ((axes[0], shares, "share"), (axes[1], counts, "per task")):
+        for i, (k, label) in enumerate(keys):
+            ax.plot(*_train(run.train, k), "o-", ms=3, color=f"C{i if ylabel == 'share' else i + 4}", label=label)
+        if ylabel == "share":
+            ax.set_ylim(-0.05, 1.05)
+        ax.set_xlabel(run.algorithm.step_name)
+        ax.set_ylabel(ylabel)
+        _int_ticks(ax)
+        if keys:
+            ax.legend(fontsize=7)
+    return Plot("signal", title, _png(fig))
+
+
 def memory_keys(run: RunData) -> list[str]:
     return sorted({k for r in run.train + run.evals for k, v in r.items() if MEMORY_KEY.search(k) and _num(v)})
 
@@ -297,7 +326,7 @@ def memory(run: RunData) -> Plot:
 def run_plots(run: RunData) -> list[Plot]:
     from .context import context_plot
 
-    plots = [rewards(run), heldout(run), seconds_curve(run), schedules(run), timing(run), memory(run)]
+    plots = [rewards(run), heldout(run), seconds_curve(run), schedules(run), signal(run), timing(run), memory(run)]
     ctx = context_plot(run)  # only for a context search (coevo)
     return plots + ([ctx] if ctx is not None else [])
 

@@ -32,6 +32,7 @@ from ...utils.memory import peak_rss_mb
 from ...utils.seeding import derive_seed
 from ...utils.threads import set_threads
 from .coevo.component import context_component
+from .diagnostics import describe as describe_signal, signal_diagnostics
 
 
 def es_step(cfg: Config, perturber, moves_weights: bool = True) -> ESStep:
@@ -125,7 +126,14 @@ class Trainer(ModelReplica):
             self.run.write_trajectories(f"gen{t:04d}", traj)
             failures.stop_if_all_failed(traj, f"generation {t}", self.run.path, self.command)
         # the update, here and on every replica; a replica whose weights hash differs stops the run
-        record = self.step.tell(t, members, rewards, lambda *update: self.runner.update(t, *update, times))
+        check = self.cfg.es.diagnostics == "full" and hasattr(self.perturber, "check_update")  # full-rank only
+        if check:
+            self.perturber.check_update = True  # the update made vs meant, measured here (replay leaves it off)
+        try:
+            record = self.step.tell(t, members, rewards, lambda *update: self.runner.update(t, *update, times))
+        finally:
+            if check:
+                self.perturber.check_update = False
         if played.errors:
             record["member_errors"] = played.errors
         extra = self.context.tell(self, t, record, traj, times)  # the context logits (and growth), into the record
@@ -138,7 +146,11 @@ class Trainer(ModelReplica):
             "nonfinite_rewards": record["nonfinite_rewards"], "episodes": len(traj) + extra.pop("extra_episodes", 0),
             "tokens": played.tokens, **{f"time_{k}": v for k, v in times.items()}, **played.extra, **extra,
             "peak_rss_mb": peak_rss_mb(),  # this process's peak so far (with Ray: the driver's); the report's memory
+            **signal_diagnostics(traj, members),  # diag_*: ties, identical pairs, distinct replies (diagnostics.py)
         }
+        made = self.perturber.last_update_check if check else None  # es.diagnostics=full
+        if made:
+            stats.update({f"diag_update_{k}": v for k, v in made.items()})
         if self.step.moves_weights and not np.any(np.asarray(record.get("coefficients") or [0.0])):
             stats["no_update"] = True  # every member's shaped reward is 0: the weights did not move
         if failed:
@@ -156,7 +168,7 @@ class Trainer(ModelReplica):
             return (f"[esopt] gen {t + 1}/{T}: reward mean {s['reward_mean']:.3f} max {s['reward_max']:.3f} "
                     f"min {s['reward_min']:.3f} | sigma {s['sigma']:.2e} alpha {s['alpha']:.2e} | {seconds:.0f}s "
                     f"(rollout {s['time_rollout']:.0f}s, noise {s['time_perturb'] + s['time_restore'] + s['time_update']:.0f}s)"
-                    + (" | no update: every member scored alike" if s.get("no_update") else "")
+                    + (" | no update: every member scored alike" if s.get("no_update") else describe_signal(s))
                     + (f" | {s['failed_episodes']}/{s['episodes']} episodes failed (first: {s['first_failure']})"
                        if s.get("failed_episodes") else ""))
 
