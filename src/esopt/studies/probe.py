@@ -44,6 +44,8 @@ import sys
 import time
 from pathlib import Path
 
+from .method.room import replies  # an episode's replies, as bench room counts them
+
 SIGMAS = "1e-3,3e-3,1e-2"
 MEMBERS, TASKS = 8, 16
 SIGNAL_SHARE = 0.5  # the chosen sigma's members' rewards differ on at least this share of the tasks ...
@@ -68,11 +70,6 @@ def add_arguments(p) -> None:
 
 
 # -- measurement on episode records (Episode.to_json() dicts) ------------------------------------------
-
-
-def replies(ep: dict) -> tuple[str, ...]:
-    """The episode's replies, every turn's, in order."""
-    return tuple(t.get("response") or "" for t in ep.get("turns") or ())
 
 
 def reports_actions(episodes) -> bool:
@@ -177,10 +174,12 @@ def recommend(rows: dict[float, dict], antithetic: bool = True) -> dict:
 
 
 def _flags(a) -> list[float]:
-    from ..utils.args import floats
     from ..utils.settings import ConfigError
 
-    sigmas = floats(a.sigmas, "--sigmas")
+    try:
+        sigmas = [float(x) for x in a.sigmas.split(",") if x.strip()]
+    except ValueError:
+        sigmas = []
     if not sigmas or any(not math.isfinite(s) or s < 0 for s in sigmas):
         raise ConfigError(f"--sigmas takes comma-separated numbers >= 0, got {a.sigmas!r}")
     if a.members < 1:
