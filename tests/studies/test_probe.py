@@ -78,13 +78,14 @@ def test_hints():
     assert population_hint(1.0, True) == 2
 
 
-def test_probe_on_the_tiny_model(esopt_cache, tmp_path, capsys):
+@pytest.mark.parametrize("noise", [[], ["es.noise=lowrank"]], ids=["in-place", "low-rank-rows"])
+def test_probe_on_the_tiny_model(esopt_cache, tmp_path, capsys, noise):
     from esopt.cli import main
     from esopt.config import load_config
     from esopt.train.tasks import TaskSource
 
     out = tmp_path / "probe.json"
-    overrides = [*TINY_OVERRIDES, "tasks.validation=3", f"run.out_dir={tmp_path}"]
+    overrides = [*TINY_OVERRIDES, "tasks.validation=3", f"run.out_dir={tmp_path}", *noise]
     rc = main(["probe", "configs/demo.yaml", *overrides, "--sigmas", "0,0.05", "--members", "2", "--tasks", "2",
                "--out", str(out)])
     captured = capsys.readouterr()

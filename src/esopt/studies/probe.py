@@ -263,7 +263,9 @@ def probe(cfg, sigmas: list[float], members: int, tasks: int) -> dict:
 
     def play(member=None, sigma=0.0) -> list[dict]:
         envs, ids, obs, _ = tasks_of(cfg, source, tasks)
-        weights = member_weights(perturber, [member] if member is not None else [], sigma, [0] * len(envs))
+        if member is None:  # the base: nothing perturbed, in place or as side terms
+            return [ep.to_json() for ep in run_episodes(policy, envs, ids, obs, cfg, seed)]
+        weights = member_weights(perturber, [member], sigma, [0] * len(envs))  # every row plays the one member
         with weights.in_place:
             return [ep.to_json() for ep in run_episodes(policy, envs, ids, obs, cfg, seed, rows=weights.rows)]
 
