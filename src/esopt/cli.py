@@ -149,6 +149,12 @@ def cmd_bench(a) -> int:
     return run(a)
 
 
+def cmd_probe(a) -> int:
+    from .studies.probe import run
+
+    return run(a)
+
+
 def cmd_adapt(a) -> int:
     from .studies.adapt.command import run
 
@@ -224,6 +230,8 @@ EXAMPLES = {
     "report": "examples:\n  esopt report runs/RUN\n  esopt report runs/RUN --compare runs/OTHER",
     "adapt": "examples:\n  esopt adapt configs/adapt-demo.yaml\n  esopt adapt configs/adapt-demo.yaml --from runs/RUN"
              "\n  esopt adapt --env ahd-tsp configs/ahd.yaml --budgets 16 --seeds 0,1",
+    "probe": "examples:\n  esopt probe configs/demo.yaml tasks.validation=16\n"
+             "  esopt probe configs/demo.yaml --sigmas 1e-3,3e-3,1e-2 --members 8 --tasks 16 --out probe.json",
     "baseline": "example:\n  esopt baseline gepa configs/demo.yaml --budget 256",
     "serve": "examples:\n  esopt serve configs/demo.yaml eval.at_start=false\n  esopt serve --resume runs/RUN"
              "\n  esopt serve configs/demo.yaml --host 0.0.0.0 --port 8000 --token SECRET",
@@ -249,6 +257,14 @@ COMMANDS = {
     "report": ("write a run's HTML report (plots, config, trajectory viewer)",
                "Write one self-contained HTML page about a run (finished, running or stopped) and its plots as PNG "
                "files beside it (default RUN_DIR/report/report.html).", args_report, cmd_report),
+    "probe": ("before training: how often a perturbation changes the reply, format and reward, per sigma; "
+              "a sigma recommended",
+              "Play M validation tasks (training tasks when tasks.validation=0; never held-out) with the unperturbed "
+              "weights and with N perturbed members at each sigma; print per sigma the share of episodes whose "
+              "reply, answer format and reward change, the share of tasks on which every member ties, and a "
+              "recommended sigma with population / episodes-per-member hints (a heuristic: docs/method.md). "
+              "Plays tasks x (1 + sigmas x members) episodes. Args: CONFIG.yaml [key.path=value ...]",
+              args_of("esopt.studies.probe"), cmd_probe),
     "adapt": ("test-time adaptation table: none / context / weights / both (/ gepa) x tasks x budgets; with --env "
               "ahd-<problem>, heuristic design (EoH / Sample, with and without ES)",
               "Adapt a starting agent (the base model, or --from a run's final weights) to the task variants of "

@@ -128,11 +128,16 @@ def top_reply(episodes: list[dict]) -> tuple[str, float, int]:
     every task may open with one move and still play each task its own way."""
     from collections import Counter
 
-    plays = Counter(tuple(t.get("response") or "" for t in ep.get("turns") or ()) for ep in episodes)
+    plays = Counter(replies(ep) for ep in episodes)
     if not plays:
         return "", 0.0, 0
-    replies, count = plays.most_common(1)[0]
-    return " / ".join(replies), count / sum(plays.values()), len(plays)
+    top, count = plays.most_common(1)[0]
+    return " / ".join(top), count / sum(plays.values()), len(plays)
+
+
+def replies(ep: dict) -> tuple[str, ...]:
+    """An episode's replies, every turn's, in order (what top_reply counts and esopt probe compares)."""
+    return tuple(t.get("response") or "" for t in ep.get("turns") or ())
 
 
 def constant(row: dict) -> bool:
