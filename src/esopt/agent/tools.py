@@ -22,7 +22,6 @@ episode.
 """
 from __future__ import annotations
 
-import inspect
 import json
 import re
 import threading
