@@ -37,3 +37,15 @@ def one_line(call, *args, **kwargs) -> int:
             raise
         print(f"esopt: error: {err}", file=sys.stderr)
         return 2
+
+
+def end_now(code: int) -> None:
+    """Flush stdout and stderr, then end the process with `code` without the interpreter's teardown (cli.entry)."""
+    import os
+
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe: nothing more can be said
+            pass
+    os._exit(code)

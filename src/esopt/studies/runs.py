@@ -41,7 +41,7 @@ from ..train.rundir import RunDir, holds_run
 from ..train.stop import Interrupted, interrupt_on_signals, on_stop_signals, signal_name
 
 # the child: `esopt train ...` in a process that writes its own peaks to a JSON file as it exits
-_LAUNCHER = "import sys; from esopt.studies.runs import child_main; sys.exit(child_main())"
+_LAUNCHER = "import sys; from esopt.studies.runs import child_main; sys.exit(child_main())"  # 130: ends at once
 _IGNORED_KEYS = {("run", "out_dir"), ("runtime", "threads")}  # settings that may differ on a read-back
 PAUSE = "PAUSE"  # a file of this name in a bench's runs folder: no run starts while it exists
 _children: set[subprocess.Popen] = set()  # training processes under way
@@ -72,6 +72,10 @@ def child_main(argv: list[str] | None = None) -> int:
         if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
             peaks["peak_cuda_mb"] = torch.cuda.max_memory_allocated() / 2**20
         Path(peaks_path).write_text(json.dumps(peaks))
+    if code == 130:  # stopped on request: all it keeps is written; no seconds of interpreter teardown (cli.entry)
+        from ..errors import end_now
+
+        end_now(code)
     return code
 
 

@@ -26,7 +26,7 @@ def main(config: str, overrides: list[str], out: str, repeats: int = 3, optimize
     peaks = {phase: median(peak_of(row) for row in rows) for phase, rows in runs.items()}
     ratio = peaks["es"] / peaks["inference"]
     print(f"median peak memory: inference {peaks['inference']:.0f} MB, ES generation {peaks['es']:.0f} MB")
-    results = {"es_over_inference_peak_rss": ratio}
+    results = {}
     table = {}
     for opt, rows in by_opt.items():
         row = {"median_peak_mb": median(peak_of(r) for r in rows),
@@ -39,6 +39,7 @@ def main(config: str, overrides: list[str], out: str, repeats: int = 3, optimize
         results[f"es_optimizer_state_mb_{opt}"] = float(row["optimizer_state_mb"])
         if len(by_opt) > 1:
             results[f"es_over_inference_peak_rss_{opt}"] = row["median_peak_mb"] / peaks["inference"]
+    results["es_over_inference_peak_rss"] = ratio  # the headline, last (RESULT lines are read bottom up)
     write_results(out, "es-memory", results,
                   {"config": config, "overrides": overrides, "repeats": repeats,
                    "median_peak_rss_mb": peaks, "optimizers": table, "runs": runs,
