@@ -169,3 +169,11 @@ def test_ray_and_served_runs_refuse_it():
     ES().check(cfg)  # locally: fine
     with pytest.raises(ConfigError, match="esopt serve"):
         check_run_config(cfg, device=False, served=True)
+
+
+def test_the_console_line_says_the_share_kept():
+    from esopt.algos.es.diagnostics import describe
+
+    stats = {"diag_tasks": 5, "diag_tied_tasks": 1, "tasks_played": 5, "tasks_dropped": 1, "diag_kept_task_share": 0.8}
+    assert describe(stats) == " | ties 1/5 tasks, kept 4/5 tasks (80%)"
+    assert "kept" not in describe({"diag_tasks": 5, "diag_tied_tasks": 1})  # the option off: as before
