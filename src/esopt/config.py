@@ -76,6 +76,11 @@ class ESConfig(Strict):
     # episodes: ties, identical antithetic pairs, distinct replies, reward spread) or full (also the
     # update as made vs as meant: share of weights moved, cosine; 5-20% more update time, full-rank noise)
     diagnostics: Literal["basic", "full"] = "basic"
+    # tasks with signal (algos/es/droptied.py, docs/method.md): after the members played the generation's
+    # tasks, those on which every member scored alike are dropped and as many fresh tasks from the training
+    # stream are played by every member, for up to this many further rounds (each one's episodes counted);
+    # the update uses the rewards of the tasks kept. 0: off. Local runs only (not --workers, not esopt serve)
+    drop_tied_rounds: int = Field(0, ge=0)
     # what the update does with its noise sum (es/optim.py): sgd (today's step, no state), momentum (one
     # float32 buffer per tuned element) or adam (two); the state is rebuilt by replaying the history
     optimizer: Literal["sgd", "momentum", "adam"] = "sgd"

@@ -45,25 +45,35 @@ def new_times() -> dict:
     return {"perturb": 0.0, "rollout": 0.0, "restore": 0.0}
 
 
-def play_unit(replica, unit: list, sigma: float, t: int, population: int, times: dict, bar=None, contexts=None):
+def play_unit(replica, unit: list, sigma: float, t: int, population: int, times: dict, bar=None, contexts=None,
+              tasks=None, salt: tuple = ()):
     """(rewards, trajectory records, {member index: traceback}) of one unit; weights restored.
     contexts: one AgentContext per member of the unit (coevo), or None for the agent's own.
+    tasks: what each member plays, a callable giving (envs, task ids, observations); None: the
+    generation's training tasks. salt: appended to the rollout seeds (a further round of the same
+    generation, es.drop_tied_rounds: algos/es/droptied.py); () keeps them as they always were.
     Batched low-rank members play one rollout together (one member per row); in the other play modes
     the members play one after another, each under its own weights (train/member_weights.py)."""
     if batched(replica.perturber):
-        seed = unit_rollout_seed(replica.cfg.run.seed, t, unit, population)
+        seed = _salted(unit_rollout_seed(replica.cfg.run.seed, t, unit, population), salt)
         progress = turn_progress(bar, f"gen {t + 1}", _episodes(replica, unit))  # numbered from 1, as the log lines
-        return play_batch(replica, unit, sigma, t, times, seed, progress, contexts, bar)
+        return play_batch(replica, unit, sigma, t, times, seed, progress, contexts, bar, tasks=tasks)
     rewards, traj, errors = [], [], {}
     for k, m in enumerate(unit):
         progress = _member_progress(replica, bar, m, t, rewards) if replica.perturber.play_mode == "in_place" else \
             turn_progress(bar, f"gen {t + 1}", _episodes(replica, [m]))
-        r, tr, err = play_batch(replica, [m], sigma, t, times, derive_seed("rollout", replica.cfg.run.seed, t, m.index),
-                                progress, None if contexts is None else [contexts[k]], bar)
+        seed = _salted(derive_seed("rollout", replica.cfg.run.seed, t, m.index), salt)
+        r, tr, err = play_batch(replica, [m], sigma, t, times, seed, progress,
+                                None if contexts is None else [contexts[k]], bar, tasks=tasks)
         rewards += r
         traj += tr
         errors.update(err)
     return rewards, traj, errors
+
+
+def _salted(seed: int, salt: tuple) -> int:
+    """A rollout seed of its own for a further round of a generation (salt), or the seed as it is (no salt)."""
+    return derive_seed("rollout", seed, *salt) if salt else seed
 
 
 def _episodes(replica, members: list) -> int:
@@ -83,12 +93,12 @@ def _member_progress(replica, bar, m, t: int, rewards: list):
     return progress
 
 
-def play_contexts(replica, members: list, t: int, times: dict, bar=None, contexts=None):
+def play_contexts(replica, members: list, t: int, times: dict, bar=None, contexts=None, tasks=None, salt: tuple = ()):
     """coevo.mode=context: the weights stay as they are. Members that drew the same context decode
     together, one batch per distinct context, so each batch's rows share their whole prompt prefix
     (one batch of every member's rows shared only what all contexts have in common: 2.1x the prompt
     tokens encoded and 2.0x the time of weights-only ES, `esopt bench throughput --context`)."""
-    seed = derive_seed("rollout", replica.cfg.run.seed, t)
+    seed = _salted(derive_seed("rollout", replica.cfg.run.seed, t), salt)
     groups: dict[str, list[int]] = {}
     for k, context in enumerate(contexts if contexts is not None else [None] * len(members)):
         groups.setdefault(repr(context), []).append(k)
@@ -96,7 +106,7 @@ def play_contexts(replica, members: list, t: int, times: dict, bar=None, context
     for ks in groups.values():
         got, traj, err = play_batch(replica, [members[k] for k in ks], None, t, times, seed,
                                     turn_progress(bar, f"gen {t + 1}", _episodes(replica, ks)),
-                                    None if contexts is None else [contexts[k] for k in ks], bar)
+                                    None if contexts is None else [contexts[k] for k in ks], bar, tasks=tasks)
         for k, reward in zip(ks, got):
             rewards[k] = reward
             by_member[members[k].index] = [ep for ep in traj if ep["member"] == members[k].index]
@@ -105,7 +115,7 @@ def play_contexts(replica, members: list, t: int, times: dict, bar=None, context
 
 
 def play_batch(replica, members: list, sigma: float | None, t: int, times: dict, rollout_seed: int, progress=None,
-               contexts=None, bar=None):
+               contexts=None, bar=None, tasks=None):
     """These members' episodes in one rollout, under their weights (member_weights: in place and/or as side terms
     of their rows; sigma None: the weights as they are, coevo.mode=context) and each with its member's context
     (contexts: one per member; None: the agent's own). (rewards, trajectory records, {member index: traceback}); a failed
@@ -113,7 +123,7 @@ def play_batch(replica, members: list, sigma: float | None, t: int, times: dict,
     cfg = replica.cfg
     envs, ids, obs, row_member = [], [], [], []
     for k, _ in enumerate(members):
-        e, i, o = replica.tasks.train(cfg.es.episodes_per_member, t)
+        e, i, o = replica.tasks.train(cfg.es.episodes_per_member, t) if tasks is None else tasks()
         envs += e
         ids += i
         obs += o

@@ -115,6 +115,9 @@ def check_run_config(cfg, device: bool = True, splits=None, served: bool = False
         if cfg.serve.evaluations != "harness":
             raise ConfigError("env.id=external: esopt has no env to play its evaluations on; add "
                               "serve.evaluations=harness (the harness plays them with center)")
+    if served and cfg.algo == "es" and cfg.es.drop_tied_rounds:
+        raise ConfigError(f"es.drop_tied_rounds={cfg.es.drop_tied_rounds}: esopt serve hands the harness one set of "
+                          "tasks per generation, so tied tasks cannot be replaced; set es.drop_tied_rounds=0")
     check_env(cfg.env, cfg.tasks, splits)
     warn_unchecked_options(cfg.env)
     if device:

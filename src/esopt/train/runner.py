@@ -35,6 +35,7 @@ class MemberRunner(Protocol):
     def start(self, trainer) -> None: ...
 
     def play(self, members: list, sigma: float, t: int, times: dict, bar=None, contexts=None) -> Played: ...
+    # LocalRunner's play also takes tasks= and salt= (a further round of tasks, es.drop_tied_rounds); others refuse it
 
     def update(self, t: int, seeds: list[int], coefs, alpha: float, population: int, times: dict) -> str: ...
 
@@ -55,21 +56,22 @@ class LocalRunner:
     def start(self, trainer) -> None:
         self.trainer = trainer
 
-    def play(self, members, sigma, t, times, bar=None, contexts=None) -> Played:
-        """contexts: one AgentContext per member (coevo), or None for the agent's own."""
+    def play(self, members, sigma, t, times, bar=None, contexts=None, tasks=None, salt: tuple = ()) -> Played:
+        """contexts: one AgentContext per member (coevo), or None for the agent's own. tasks, salt: a further
+        round of the generation on other tasks (members.play_unit; es.drop_tied_rounds, algos/es/droptied.py)."""
         tr = self.trainer
         tokens0 = tr.policy.tokens_generated
         rewards, traj, errors = [], [], {}
         unit_times = new_times()
         if not getattr(tr, "moves_weights", True):  # coevo.mode=context: one batched rollout per distinct context, no noise
-            rewards, traj, errors = play_contexts(tr, members, t, unit_times, bar, contexts)
+            rewards, traj, errors = play_contexts(tr, members, t, unit_times, bar, contexts, tasks, salt)
             units = []
         else:  # one member after another needs no cutting (and keeps the progress bar's running mean)
             units = work_units(members, tr.cfg, tr.perturber) if batched(tr.perturber) else [members]
         by_index = None if contexts is None else {m.index: c for m, c in zip(members, contexts)}
         for unit in units:
             ctx = None if by_index is None else [by_index[m.index] for m in unit]
-            r, tj, err = play_unit(tr, unit, sigma, t, len(members), unit_times, bar, ctx)
+            r, tj, err = play_unit(tr, unit, sigma, t, len(members), unit_times, bar, ctx, tasks, salt)
             rewards += r
             traj += tj
             errors.update(err)

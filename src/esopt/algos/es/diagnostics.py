@@ -18,6 +18,9 @@ metrics line (docs/method.md, "Signal diagnostics"):
   the members' episodes of that task. The first turn's prompt is the same for every member, so a
   difference is due to the perturbation (or sampling) alone; later turns also differ because the
   env's feedback did. 1.0 means every member answered the first turn alike.
+- diag_kept_task_share (with es.drop_tied_rounds, computed by droptied.py): the share of the tasks
+  played this generation (every round) that the update's rewards came from, the rest having tied;
+  beside it tasks_played, tasks_dropped and drop_tied_rounds_played.
 - diag_reward_spread: the mean over tasks of the standard deviation (ddof 0) of the members'
   per-task mean rewards: how much a task separated the members.
 
@@ -136,4 +139,7 @@ def describe(stats: dict) -> str:
         parts.append(f"ties {stats['diag_tied_tasks']}/{stats['diag_tasks']} tasks")
     if stats.get("diag_identical_pairs"):
         parts.append(f"{stats['diag_identical_pairs']}/{stats['diag_pairs']} pairs replied alike")
+    if "diag_kept_task_share" in stats:  # es.drop_tied_rounds (droptied.py)
+        kept = stats["tasks_played"] - stats["tasks_dropped"]
+        parts.append(f"kept {kept}/{stats['tasks_played']} tasks ({stats['diag_kept_task_share']:.0%})")
     return " | " + ", ".join(parts) if parts else ""

@@ -29,6 +29,9 @@ class ES(Algorithm):
     def check(self, cfg, on_ray: bool = False) -> None:
         from ...utils.settings import ConfigError
 
+        if on_ray and cfg.es.drop_tied_rounds:
+            raise ConfigError(f"es.drop_tied_rounds={cfg.es.drop_tied_rounds} plays further rounds of tasks in one "
+                              "process for now; drop --workers / --ray-address, or set es.drop_tied_rounds=0")
         if on_ray and cfg.coevo.mode != "weights":
             raise ConfigError(f"coevo.mode={cfg.coevo.mode} runs in one process for now; --workers / --ray-address "
                               "play weights-only ES (coevo.mode=weights)")

@@ -3,7 +3,8 @@
 One generation: ask -> the runner plays each member (perturbed, always restored; here, or
 on Ray workers: train/runner.py) -> tell (the update, here and on every replica, hashes
 compared) -> with co-evolution, the context search's own tell -> append the history record
-(the checkpoint) -> metrics, trajectories, periodic held-out evaluation.
+(the checkpoint) -> metrics, trajectories, periodic held-out evaluation. With es.drop_tied_rounds,
+the members also play fresh tasks in place of tied ones before the tell (droptied.py).
 """
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ from ...utils.seeding import derive_seed
 from ...utils.threads import set_threads
 from .coevo.component import context_component
 from .diagnostics import describe as describe_signal, signal_diagnostics
+from .droptied import play_dropping_tied
 
 
 def es_step(cfg: Config, perturber, moves_weights: bool = True) -> ESStep:
@@ -119,7 +121,11 @@ class Trainer(ModelReplica):
         times = {"perturb": 0.0, "rollout": 0.0, "restore": 0.0}
         times.update({k: v for k, v in self.setup_times.items() if v})  # once per process
         self.setup_times = {}
-        played = self.runner.play(members, sigma, t, times, bar, contexts=contexts)  # here, or on Ray workers
+        dropping = None
+        if self.cfg.es.drop_tied_rounds:  # tied tasks dropped, fresh ones played (droptied.py; local runs only)
+            played, dropping = play_dropping_tied(self, members, sigma, t, times, bar, contexts)
+        else:
+            played = self.runner.play(members, sigma, t, times, bar, contexts=contexts)  # here, or on Ray workers
         rewards, traj = played.rewards, played.traj
         failed, first = failures.count(traj)
         if traj and failed == len(traj):  # nothing to learn from: the episodes stay on disk, the history as it was
@@ -136,6 +142,8 @@ class Trainer(ModelReplica):
                 self.perturber.check_update = False
         if played.errors:
             record["member_errors"] = played.errors
+        if dropping is not None:
+            record["drop_tied"] = dropping["record"]  # tasks dropped, ids drawn per further round
         extra = self.context.tell(self, t, record, traj, times)  # the context logits (and growth), into the record
         self.history.append(record)  # the checkpoint: written atomically before anything else
         self.run.write_trajectories(f"gen{t:04d}", traj)
@@ -147,6 +155,7 @@ class Trainer(ModelReplica):
             "tokens": played.tokens, **{f"time_{k}": v for k, v in times.items()}, **played.extra, **extra,
             "peak_rss_mb": peak_rss_mb(),  # this process's peak so far (with Ray: the driver's); the report's memory
             **signal_diagnostics(traj, members),  # diag_*: ties, identical pairs, distinct replies (diagnostics.py)
+            **(dropping["metrics"] if dropping is not None else {}),  # tasks played, dropped, share kept
         }
         made = self.perturber.last_update_check if check else None  # es.diagnostics=full
         if made:
