@@ -71,7 +71,7 @@ def test_report_opens_without_errors_with_plots_and_viewer(browser, finished):
     page, errors = open_page(browser, default_report_path(finished))
     assert errors == []
     widths = images_decoded(page)
-    assert len(widths) == 6 and all(w > 100 for w in widths)  # every embedded PNG decoded (memory: every run)
+    assert len(widths) == 7 and all(w > 100 for w in widths)  # every embedded PNG decoded (memory: every run)
     assert page.is_visible("#trajectories") and page.is_visible("#traj-select")
     assert visible_views(page) == ["eval-3"]  # the script shows the selected generation only
     assert page.locator('.traj-view[data-key="eval-3"] table.sdk').first.is_visible()
@@ -90,12 +90,12 @@ def test_truncated_and_compare_reports_open_without_errors(browser, finished, tm
     page, errors = open_page(browser, write_report(killed).path)
     assert errors == []
     assert page.is_visible("#missing") and "no held-out evaluation yet" in page.inner_text("#missing")
-    assert len(images_decoded(page)) == 4 and visible_views(page) == ["train-1"]
+    assert len(images_decoded(page)) == 5 and visible_views(page) == ["train-1"]  # signal among them
     page.close()
 
     out = write_report(finished, compare=[killed], out=tmp_path / "cmp" / "cmp.html").path
     page, errors = open_page(browser, out)
     assert errors == []
     assert page.is_visible("#compare") and all(w > 100 for w in images_decoded(page))
-    assert len(images_decoded(page)) == 6 + 6  # the run's six plots (memory: every run) + the comparison's six
+    assert len(images_decoded(page)) == 7 + 6  # the run's seven plots (signal, memory) + the comparison's six
     page.close()
