@@ -48,6 +48,7 @@ def refusal(a, stray: list[str]) -> str:
 def run(a: argparse.Namespace) -> int:
     """The bench; a Ctrl-C or SIGTERM stops its training runs at their safe points (studies/runs.py) and ends it
     with one line: what of its JSON and runs is on disk."""
+    from .common import out_path
     from .runs import stop_children_on_signals
 
     config, overrides = split_args(a.args)
@@ -59,7 +60,7 @@ def run(a: argparse.Namespace) -> int:
         with stop_children_on_signals():
             call(importlib.import_module(module), a, config, overrides)
     except KeyboardInterrupt as err:
-        out = Path(a.out or f"bench-results/{a.name}.json")
+        out = Path(out_path(a, a.name))
         written = out.exists() and out.stat().st_mtime >= t0
         within = f" ({err.phase})" if getattr(err, "phase", None) else ""
         err.phase = f"esopt bench {a.name}{within}"

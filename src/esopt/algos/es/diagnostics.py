@@ -35,7 +35,8 @@ from collections import defaultdict
 TIE_TOL = 1e-9
 
 
-def _reward(ep: dict) -> float | None:
+def finite_reward(ep: dict) -> float | None:
+    """The episode's reward if it is a finite number, else None (a failed episode's)."""
     r = ep.get("reward")
     return float(r) if isinstance(r, (int, float)) and math.isfinite(r) else None
 
@@ -48,7 +49,7 @@ def member_task_rewards(traj: list[dict]) -> dict[str, dict[int, float]]:
     """task -> member -> the member's mean finite reward on that task (in first-played order)."""
     sums: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     for ep in traj:
-        r = _reward(ep)
+        r = finite_reward(ep)
         if r is not None:
             sums[str(ep.get("task"))][int(ep["member"])].append(r)
     return {task: {m: sum(v) / len(v) for m, v in by.items()} for task, by in sums.items()}

@@ -34,26 +34,19 @@ are refused at the config check: their runners play one fixed set of tasks per g
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from ...train.runner import Played
-from .diagnostics import TIE_TOL, member_task_rewards
+from .diagnostics import TIE_TOL, finite_reward, member_task_rewards
 
 ROUND_KEY, DROPPED_KEY = "round", "dropped"
 MAX_DOUBLINGS = 4
 
 
-def _finite(ep: dict) -> bool:
-    r = ep.get("reward")
-    return isinstance(r, (int, float)) and math.isfinite(r)
-
-
 def tied_task_ids(traj: list[dict]) -> list[str]:
     """Tasks (in first-played order) on which every member that played them scored alike: at least two
     members, every episode of the task with a finite reward, the members' means equal to within TIE_TOL."""
-    unfinite = {str(ep.get("task")) for ep in traj if not _finite(ep)}
+    unfinite = {str(ep.get("task")) for ep in traj if finite_reward(ep) is None}
     out = []
     for task, by in member_task_rewards(traj).items():
         vals = list(by.values())
