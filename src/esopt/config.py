@@ -96,6 +96,12 @@ class GRPOConfig(Strict):
     group_size: int = Field(8, ge=2)  # episodes per puzzle; advantages are normalised within the group
     temperature: float | None = Field(1.0, gt=0)  # training-episode temperature (none: agent.sampling.temperature)
     lr: float = Field(1e-6, gt=0)
+    # the learning rate step by step: constant (grpo.lr), or from grpo.lr down to grpo.lr_end by cosine or linear
+    # over grpo.schedule_steps steps (0: grpo.steps), grpo.lr_end after them (es/schedules.py); a decay meant to
+    # end within a time budget (run.budget_seconds) names the steps that fit in it
+    lr_schedule: Literal["constant", "cosine", "linear"] = "constant"
+    lr_end: float = Field(0.0, ge=0)
+    schedule_steps: int = Field(0, ge=0)
     weight_decay: float = Field(0.0, ge=0)
     clip_eps: float = Field(0.2, gt=0, lt=1)  # ratio clipped to [1 - eps, 1 + eps]
     kl_coef: float = Field(0.0, ge=0)  # 0: no KL term and no reference model in memory
@@ -161,6 +167,10 @@ class EnvConfig(Strict):
 class TasksConfig(Strict):
     fresh_each_generation: bool = True  # new training puzzles every generation
     heldout: int = Field(64, ge=1)  # held-out puzzles (disjoint from training): final figures only
+    # held-out tasks to pass over first: the held-out set is tasks heldout_skip .. heldout_skip + heldout - 1 of
+    # the held-out stream (a fresh set for final figures once the first ones have been looked at); training and
+    # validation stay disjoint from all of them
+    heldout_skip: int = Field(0, ge=0)
     heldout_repeats: int = Field(1, ge=1)  # episodes per held-out puzzle; the SE is over per-puzzle means
     # validation puzzles (disjoint from training and held-out) for choosing hyperparameters; 0 = no
     # validation split. With one, evaluations between the first and the last use it alone: held-out

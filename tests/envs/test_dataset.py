@@ -333,3 +333,11 @@ def test_a_reward_function_that_returns_none_is_one_line_before_any_run_folder(e
     assert err.count("\n") == 1 and err.startswith("esopt: error: env.id=dataset (train split): step('')"), err
     assert "returned None" in err and "Traceback" not in err, err
     assert not out.exists()
+
+
+def test_heldout_skip_takes_the_rows_after_the_first(tmp_path):
+    cfg = env_cfg(write_jsonl(tmp_path / "r.jsonl", ROWS), heldout_rows=0.25, validation_rows=3)
+    skipped = DatasetTasks(cfg, TasksConfig(heldout=2, heldout_skip=3), 0)
+    assert skipped.heldout()[1] == ["18", "19"]
+    with pytest.raises(ConfigError, match=r"tasks.heldout_skip \+ tasks.heldout=6 but the heldout split .* has 5"):
+        DatasetTasks(cfg, TasksConfig(heldout=2, heldout_skip=4), 0)

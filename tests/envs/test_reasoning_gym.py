@@ -266,3 +266,13 @@ def test_train_then_eval_cli(esopt_cache, tmp_path, capsys):
     episodes = [json.loads(line) for line in (tmp_path / "eval.jsonl").read_text().splitlines()]
     assert len(episodes) == 3 and all(1 <= len(ep["turns"]) <= 2 for ep in episodes)
     assert all("legs" in ep["observation0"] and 0.0 <= ep["reward"] <= 1.0 for ep in episodes)
+
+
+def test_heldout_skip_gives_the_next_questions_and_keeps_them_out_of_training():
+    first = source("tasks.heldout=12", "tasks.validation=8")
+    fresh = source("tasks.heldout=4", "tasks.heldout_skip=8", "tasks.validation=8")
+    assert fresh.heldout()[1] == first.heldout()[1][8:] and questions(fresh.heldout()[0]) == questions(first.heldout()[0])[8:]
+    assert fresh.validation()[1] == first.validation()[1]  # validation clears all 12 either way
+    every = set(questions(first.heldout()[0]))
+    train = [e for g in range(3) for e in fresh.train(16, g)[0]]
+    assert not set(questions(train)) & every and not set(questions(fresh.validation()[0])) & every

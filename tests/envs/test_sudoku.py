@@ -508,3 +508,23 @@ def test_long_reply_through_step():
     reply = "1 2 3" + " " * 100_000 + "then r1c1=1 " + "<think>" * 5_000
     _, _, _, _, info = env.step(reply)
     assert info["valid"] and info["action"] == (1, 1, 1)
+
+
+def test_heldout_skip_plays_the_puzzles_after_the_first_ones():
+    """tasks.heldout_skip: a fresh held-out set (puzzles skip..skip+n-1 of the same stream), still never
+    trained on nor validated on."""
+    from esopt.config import load_config
+    from esopt.envs.spec import resolve
+
+    def source(*over):
+        c = load_config(None, ["tasks.validation=8", *over])
+        return resolve("sudoku").task_source(c.env, c.tasks, 3)
+
+    first, fresh = source("tasks.heldout=12"), source("tasks.heldout=4", "tasks.heldout_skip=8")
+    assert fresh.heldout()[1] == first.heldout()[1][8:]
+    assert fresh.validation()[1] == first.validation()[1]
+    assert not set(fresh.heldout()[1]) & set(first.heldout()[1][:8])
+    big = source("tasks.heldout=10", "tasks.heldout_skip=300")  # past the 256 reserved: the reserve grows
+    held = set(big.heldout()[1])
+    train = {t for g in range(3) for t in big.train(32, g)[1]}
+    assert len(held) == 10 and not held & train and not held & set(big.validation()[1])

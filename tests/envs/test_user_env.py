@@ -216,3 +216,21 @@ def test_a_module_that_does_not_parse_or_raises_on_import_is_one_line(tmp_path, 
         load_config(None, ["env.id=broken_env_mod:Env"])
     with pytest.raises(ConfigError, match=r"importing raising_env_mod raised SystemExit: no data file"):
         load_config(None, ["env.id=raising_env_mod:Env"])
+
+
+def test_heldout_skip_with_seed_tasks_and_a_task_source_without_it():
+    from esopt.envs.spec import EnvSpec
+
+    cfg = load_config(None, [f"env.id={GUESS}", "tasks.validation=4", "tasks.heldout=3", "tasks.heldout_skip=5"])
+    a = SeedTasks(cfg.env, cfg.tasks, 0)
+    whole = SeedTasks(cfg.env, load_config(None, [f"env.id={GUESS}", "tasks.heldout=8"]).tasks, 0)
+    assert a.heldout()[1] == whole.heldout()[1][5:]
+
+    class OwnTasks:  # a user's task source that knows nothing of the option
+        def __init__(self, env_cfg, tasks_cfg, run_seed):
+            pass
+
+    spec = EnvSpec(id="own", factory=lambda: None, tasks=OwnTasks)
+    with pytest.raises(ConfigError, match=r"tasks.heldout_skip=5: the task source of env.id=.* does not offer it"):
+        spec.task_source(cfg.env, cfg.tasks, 0)
+    assert isinstance(spec.task_source(cfg.env, whole.tasks_cfg, 0), OwnTasks)

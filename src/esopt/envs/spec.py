@@ -111,7 +111,13 @@ class EnvSpec:
         return self.factory(**kwargs)
 
     def task_source(self, env_cfg, tasks_cfg, run_seed: int):
-        return (self.tasks or SeedTasks)(env_cfg, tasks_cfg, run_seed)
+        source = (self.tasks or SeedTasks)(env_cfg, tasks_cfg, run_seed)
+        if getattr(tasks_cfg, "heldout_skip", 0) and not getattr(source, "skips_heldout", False):
+            from ..utils.settings import ConfigError
+
+            raise ConfigError(f"tasks.heldout_skip={tasks_cfg.heldout_skip}: the task source of env.id={env_cfg.id} "
+                              f"does not offer it (a task source that does sets skips_heldout = True)")
+        return source
 
     def check(self, env_cfg, tasks_cfg=None, splits=None) -> None:
         """Run the preflight (given the tasks config too when it takes two arguments, and the splits the
@@ -226,7 +232,9 @@ class SeedTasks:
     (SEED_SPLITS): validation and held-out are the first N seeds of their range, the same for
     every run seed (runs stay comparable); training seeds are drawn from the training range by
     the run seed and generation (tasks.fresh_each_generation). An env is built per episode and
-    reset when its episode starts."""
+    reset when its episode starts. tasks.heldout_skip passes over the first seeds of the held-out range."""
+
+    skips_heldout = True
 
     def __init__(self, env_cfg, tasks_cfg, run_seed: int):
         from ..utils.seeding import derive_seed
@@ -239,7 +247,8 @@ class SeedTasks:
     def seeds(self, split: str, n: int, key=0) -> list[int]:
         lo, hi = SEED_SPLITS[split]
         if split != "train":
-            return list(range(lo, lo + n))
+            skip = self.tasks_cfg.heldout_skip if split == "heldout" else 0
+            return list(range(lo + skip, lo + skip + n))
         rng = random.Random(self._derive("seed-tasks", self.run_seed, key))
         return rng.sample(range(lo, hi), n)
 

@@ -195,6 +195,7 @@ class ServeRunner(LocalRunner):
         """Per evaluation episode: a seed the harness picks its task by (the same at every evaluation of the
         split), and esopt's task id where the config's env has a task source here."""
         tr = self.trainer
-        out = [{"index": j, "split": split, "seed": derive_seed("serve-eval", tr.cfg.run.seed, split, j)}
+        skip = tr.cfg.tasks.heldout_skip if split == "heldout" else 0  # a fresh held-out set: the seeds after them
+        out = [{"index": j, "split": split, "seed": derive_seed("serve-eval", tr.cfg.run.seed, split, skip + j)}
                for j in range(n)]
         return with_task_ids(out, getattr(tr.tasks, split))

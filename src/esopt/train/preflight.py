@@ -39,7 +39,7 @@ def overlap_warning(cfg, splits=None) -> str | None:
 
     n = resolve(cfg.env.id).task_count(cfg.env)
     plays = splits or ("train", "validation", "heldout")
-    asked = {"held-out": cfg.tasks.heldout if "heldout" in plays else 0,
+    asked = {"held-out": cfg.tasks.heldout_skip + cfg.tasks.heldout if "heldout" in plays else 0,
              "validation": cfg.tasks.validation if "validation" in plays else 0,
              "training": 1 if "train" in plays else 0}
     if n is None or sum(asked.values()) <= n:

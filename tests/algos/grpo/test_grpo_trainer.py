@@ -144,3 +144,28 @@ def test_a_failed_rollout_or_update_is_recorded_and_the_run_goes_on(tiny_cfg):
     assert tr.run.read_trajectories("gen0001") == [] and len(tr.run.read_trajectories("gen0002")) == 32
     assert all(p.grad is None for p in tr.params)  # the failed update's partial gradients were dropped
     assert (tr.run.path / "report" / "report.html").exists()  # the report copes with the failed step's NaNs
+
+
+def test_a_decaying_learning_rate_reaches_the_optimizer_step_by_step(tiny_cfg):
+    """grpo.lr_schedule: each step's AdamW lr is the schedule's (recorded in the metrics), set every step, so a
+    resumed optimizer (whose saved lr is the last step's) follows it too; past grpo.schedule_steps it stays at
+    grpo.lr_end."""
+    import math
+
+    cfg = tiny_cfg("run.name=decay", *TOY, "grpo.lr_schedule=cosine", "grpo.lr_end=1e-4", "grpo.schedule_steps=3")
+    tr = toy_trainer(cfg)
+    seen = []
+    step = tr.optimizer.step
+
+    def spy(*a, **k):
+        seen.append(tr.optimizer.param_groups[0]["lr"])
+        return step(*a, **k)
+
+    tr.optimizer.step = spy
+    lrs = [tr.step(t)["lr"] for t in range(4)]
+    mid = 1e-4 + (1e-3 - 1e-4) * (1 + math.cos(math.pi / 2)) / 2
+    assert lrs == pytest.approx([1e-3, mid, 1e-4, 1e-4]) and seen == pytest.approx(lrs)
+    linear = toy_trainer(tiny_cfg("run.name=linear", *TOY, "grpo.lr_schedule=linear"))  # over grpo.steps=4
+    assert [linear.lr_at(t) for t in range(4)] == pytest.approx([1e-3, 2e-3 / 3, 1e-3 / 3, 0.0])
+    flat = toy_trainer(tiny_cfg("run.name=flatlr", *TOY))
+    assert {flat.lr_at(t) for t in range(9)} == {1e-3}

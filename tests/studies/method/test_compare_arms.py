@@ -157,3 +157,46 @@ def test_a_run_record_stands_in_for_its_folder(monkeypatch, tmp_path):
     with pytest.raises(ConfigError, match=r"eval.heldout: 'start_end' there, 'end' now"):
         runs.train_run("configs/demo.yaml", over + ["eval.heldout=end", "tasks.validation=4"], str(path.parent), "r",
                        records=str(records))
+
+
+def test_tune_only_then_finals_with_their_own_overrides_and_pass_at_k(monkeypatch, tmp_path, capsys):
+    """--tune-only stops after the choice (no final run); --final-override reaches only the runs at final seeds
+    (a fresh held-out set, pass@k), so the tuning runs stay the ones already recorded; pass@k of the finals is in
+    the table and a RESULT line."""
+    from esopt.studies.method import compare
+
+    val = {"a": 0.2, "b": 0.4, "x": 0.5, "y": 0.3}
+    calls = []
+
+    def fake(config, overrides, out_dir, name, log=print, records=None):
+        calls.append((name, list(overrides)))
+        arm, label, seed = split_name(name)
+        run = timed_run(name, out_dir, val[label], 0.3 if arm == "es" else 0.2, None)
+        if "eval.pass_at=[1,2]" in overrides:
+            run["summary"]["base"].update(pass_at_1=0.1, pass_at_2=0.15)
+            run["summary"]["final"].update(pass_at_1=0.3 if arm == "es" else 0.2, pass_at_2=0.5, pass_at_2_se=0.1,
+                                           pass_at_n=2)
+        return run
+
+    monkeypatch.setattr(compare, "train_run", fake)
+    out, arms = tmp_path / "v.json", arms_file(tmp_path)
+    fresh = ["tasks.heldout_skip=8", "eval.pass_at=[1,2]"]
+    kw = dict(seeds=[0, 1], tune_seeds=[9], budget_seconds=200, arms=arms, final_overrides=fresh)
+    res = compare.main("configs/demo.yaml", TINY, str(out), tune_only=True, **kw)
+    assert res == {"es_best_arm": "b", "grpo_best_arm": "x"}
+    assert [n for n, _ in calls] == ["es-a-seed9", "grpo-x-seed9", "es-b-seed9", "grpo-y-seed9"]
+    assert not any("tasks.heldout_skip=8" in o for _, o in calls)
+    data = json.loads(out.read_text())
+    assert data["tune_only"] and data["final_overrides"] == fresh and data["sweep"]["es"]["b"]["validation_mean"] == 0.4
+    assert "* chosen" in capsys.readouterr().out
+
+    calls.clear()
+    res = compare.main("configs/demo.yaml", TINY, str(out), **kw)
+    finals = calls[4:]
+    assert [n for n, _ in finals] == ["es-b-seed0", "grpo-x-seed0", "es-b-seed1", "grpo-x-seed1"]
+    assert all(o[-len(fresh) - 1:-1] == fresh for _, o in finals) and not any("tasks.heldout_skip=8" in o for _, o in calls[:4])
+    assert res["es_minus_grpo_pass_at_1"] == pytest.approx(0.1) and res["es_minus_grpo_pass_at_2"] == 0.0
+    row = json.loads(out.read_text())["table"]["es"]["pass_at"]
+    assert row["1"] == {"bases": [0.1, 0.1], "finals": [0.3, 0.3], "final_mean": 0.3, "base_mean": 0.1}
+    with pytest.raises(ConfigError, match="tasks.heldout_skipp"):
+        compare.main("configs/demo.yaml", TINY, str(out), **{**kw, "final_overrides": ["tasks.heldout_skipp=8"]})

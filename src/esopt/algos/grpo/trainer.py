@@ -19,6 +19,7 @@ from tqdm import tqdm
 from ...agent.rollout import AgentContext, rollout
 from ...config import Config, ConfigError
 from ...es.perturb import weights_hash
+from ...es.schedules import scheduled
 from ...models import HFPolicy, load_model
 from ...models.policy import Sampling
 from ...utils.memory import peak_rss_mb
@@ -80,6 +81,11 @@ class GRPOTrainer:
     @property
     def steps(self) -> int:
         return self.cfg.grpo.steps
+
+    def lr_at(self, t: int) -> float:
+        """The learning rate of step t (grpo.lr_schedule over grpo.schedule_steps, or grpo.steps)."""
+        g = self.cfg.grpo
+        return scheduled(g.lr_schedule, g.lr, g.lr_end, t, g.schedule_steps or g.steps)
 
     @property
     def episodes_per_step(self) -> int:
@@ -185,6 +191,9 @@ class GRPOTrainer:
         adv = group_advantages(rewards, g.scale_std).reshape(-1).tolist()
         samples = turn_samples(episodes, adv)
         upd = {"inner": [], "times": {"ref": 0.0, "update": 0.0}}
+        lr = self.lr_at(t)
+        for group in self.optimizer.param_groups:  # set every step: a resumed optimizer's own lr is not trusted
+            group["lr"] = lr
         if samples:
             set_token_weights(samples, g.loss_norm)
             if g.kl_coef == 0:  # zero-advantage turns add nothing to the loss or its gradient
@@ -210,7 +219,7 @@ class GRPOTrainer:
             "errors": sum(ep.error is not None for ep in episodes), "flat_groups": flat_groups,
             "loss": first.get("loss", 0.0), "kl": first.get("kl", 0.0), "clip_frac": last.get("clip_frac", 0.0),
             "grad_norm": first.get("grad_norm", 0.0), "ratio_max_dev": last.get("ratio_max_dev", 0.0),
-            "trained_tokens": first.get("tokens", 0), "lr": g.lr,
+            "trained_tokens": first.get("tokens", 0), "lr": lr,
             "tokens": self.policy.tokens_generated - tokens0,
             "time_rollout": t_rollout, "time_ref": upd["times"]["ref"], "time_update": upd["times"]["update"],
             "peak_rss_mb": peak_rss_mb(),  # this process's peak so far: the report's memory
@@ -233,7 +242,7 @@ class GRPOTrainer:
         stats = {"kind": "train", "generation": t, "algo": "grpo", "episodes": 0, "rollout_error": error,
                  "reward_mean": nan, "reward_max": nan, "reward_min": nan, "reward_std": nan, "solved": nan,
                  "errors": self.episodes_per_step, "flat_groups": 0, "loss": 0.0, "kl": 0.0, "clip_frac": 0.0,
-                 "grad_norm": 0.0, "ratio_max_dev": 0.0, "trained_tokens": 0, "lr": self.cfg.grpo.lr, "tokens": 0,
+                 "grad_norm": 0.0, "ratio_max_dev": 0.0, "trained_tokens": 0, "lr": self.lr_at(t), "tokens": 0,
                  "time_rollout": seconds, "time_ref": 0.0, "time_update": 0.0}
         self.run.log(stats)
         self.last_update = {"inner": [], "times": {"ref": 0.0, "update": 0.0}}

@@ -59,6 +59,8 @@ class WebSource:
     """BrowserGym episodes (task id, seed) per split; envs are reset only when their episode starts,
     at most env.options.web.max_live at a time, so a split of hundreds does not open hundreds of pages."""
 
+    skips_heldout = True  # tasks.heldout_skip: the held-out episodes after the first skip
+
     def __init__(self, env_cfg, tasks_cfg, run_seed: int):
         from .tasks import WebTaskSet, expand
 
@@ -87,7 +89,8 @@ class WebSource:
         return self._envs([e for e in self.set.train(n, key) for _ in range(repeat)])
 
     def heldout(self):
-        return self._envs(self.set.heldout(self.tasks_cfg.heldout) * self.tasks_cfg.heldout_repeats)
+        skip = self.tasks_cfg.heldout_skip
+        return self._envs(self.set.heldout(skip + self.tasks_cfg.heldout)[skip:] * self.tasks_cfg.heldout_repeats)
 
     def validation(self):
         return self._envs(self.set.validation(self.tasks_cfg.validation) * self.tasks_cfg.heldout_repeats)

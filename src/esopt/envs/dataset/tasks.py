@@ -147,6 +147,7 @@ class DatasetTasks:
     rows of their split, the same for every run seed."""
 
     max_live = None  # every episode plays at once
+    skips_heldout = True  # tasks.heldout_skip: the held-out split's rows after the first skip
 
     def __init__(self, env_cfg, tasks_cfg, run_seed: int):
         from ...utils.settings import ConfigError
@@ -157,7 +158,8 @@ class DatasetTasks:
             self.data = self.prepare(env_cfg.options)
         except ValueError as err:
             raise ConfigError(str(err)) from None
-        for split, asked, key in (("heldout", tasks_cfg.heldout, "tasks.heldout"),
+        for split, asked, key in (("heldout", tasks_cfg.heldout_skip + tasks_cfg.heldout,
+                                   "tasks.heldout_skip + tasks.heldout" if tasks_cfg.heldout_skip else "tasks.heldout"),
                                   ("validation", tasks_cfg.validation, "tasks.validation")):
             have = len(self.data.splits[split])
             if asked > have:
@@ -191,4 +193,5 @@ class DatasetTasks:
         return self._envs(rows * self.tasks_cfg.heldout_repeats)
 
     def heldout(self):
-        return self._envs(self.data.splits["heldout"][: self.tasks_cfg.heldout] * self.tasks_cfg.heldout_repeats)
+        skip = self.tasks_cfg.heldout_skip
+        return self._envs(self.data.splits["heldout"][skip: skip + self.tasks_cfg.heldout] * self.tasks_cfg.heldout_repeats)

@@ -27,6 +27,7 @@ class ReasoningGymTasks:
     """Ready-to-play envs per split: train(n, generation, repeat), validation(), heldout()."""
 
     max_live = None  # every episode plays at once
+    skips_heldout = True  # tasks.heldout_skip: held-out is the last tasks.heldout of skip + heldout questions
 
     def __init__(self, env_cfg, tasks_cfg, run_seed: int):
         self.env_cfg, self.tasks_cfg, self.run_seed = env_cfg, tasks_cfg, run_seed
@@ -54,16 +55,18 @@ class ReasoningGymTasks:
         return self._envs(self._fixed("validation") * self.tasks_cfg.heldout_repeats)
 
     def heldout(self):
-        return self._envs(self._fixed("heldout") * self.tasks_cfg.heldout_repeats)
+        return self._envs(self._fixed("heldout")[self.tasks_cfg.heldout_skip:] * self.tasks_cfg.heldout_repeats)
 
     # -- helpers --------------------------------------------------------------------------------
     def _fixed(self, split: str) -> list:
-        n = self.tasks_cfg.heldout if split == "heldout" else self.tasks_cfg.validation
+        # held-out: the skipped questions too, so validation and training stay clear of them
+        every_heldout = self.tasks_cfg.heldout_skip + self.tasks_cfg.heldout
+        n = every_heldout if split == "heldout" else self.tasks_cfg.validation
         if not n:
             return []
         name = self.env_cfg.options.dataset
         key = (name, json.dumps(self.kwargs, sort_keys=True, default=repr), split, n,
-               self.tasks_cfg.heldout if split == "validation" else None)
+               every_heldout if split == "validation" else None)
         if key not in _EVAL:
             lo = SEED_SPLITS[split][0]
             exclude = self._questions("heldout") if split == "validation" else frozenset()

@@ -259,9 +259,9 @@ class SudokuTasks:
                 found.append(puzzle)
         return found[:n]
 
-    def heldout(self, n: int) -> list[Puzzle]:
-        """First ``n`` distinct puzzles of the held-out stream (same list every call)."""
-        return self._first("heldout", n)
+    def heldout(self, n: int, skip: int = 0) -> list[Puzzle]:
+        """Distinct puzzles ``skip`` .. ``skip + n - 1`` of the held-out stream (same list every call)."""
+        return self._first("heldout", skip + n)[skip:]
 
     def validation(self, n: int) -> list[Puzzle]:
         """First ``n`` distinct validation puzzles: never held-out (reserve) nor training puzzles."""

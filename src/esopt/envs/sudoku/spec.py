@@ -22,15 +22,17 @@ class SudokuOptions(Strict):
 
 class SudokuSource:
     """Ready-to-play Sudoku envs for training (fresh per generation), validation and held-out: the
-    puzzle pool of the run seed keeps the three splits disjoint."""
+    puzzle pool of the run seed keeps the three splits disjoint (held-out: its first tasks.heldout_skip +
+    tasks.heldout puzzles, of which the last tasks.heldout are played)."""
 
     max_live = None  # every episode plays at once
+    skips_heldout = True
 
     def __init__(self, env_cfg, tasks_cfg, run_seed: int):
         self.env_cfg, self.tasks_cfg = env_cfg, tasks_cfg
         o = env_cfg.options
         self.pool = SudokuTasks(o.size, o.blanks, seed=derive_seed("tasks", run_seed),
-                                heldout_reserve=max(256, tasks_cfg.heldout),
+                                heldout_reserve=max(256, tasks_cfg.heldout_skip + tasks_cfg.heldout),
                                 validation_reserve=max(256, tasks_cfg.validation) if tasks_cfg.validation else 0)
 
     def _envs(self, puzzles):
@@ -50,7 +52,7 @@ class SudokuSource:
         return self._envs([p for p in self.pool.train(n, key) for _ in range(repeat)])
 
     def heldout(self):
-        return self._envs(self.pool.heldout(self.tasks_cfg.heldout) * self.tasks_cfg.heldout_repeats)
+        return self._envs(self.pool.heldout(self.tasks_cfg.heldout, self.tasks_cfg.heldout_skip) * self.tasks_cfg.heldout_repeats)
 
     def validation(self):
         """The validation puzzles (tasks.validation of them; none without a validation split)."""

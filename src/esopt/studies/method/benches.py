@@ -35,12 +35,20 @@ BENCHES = {
                  ("--arms", dict(help="a YAML file of the settings swept, {es: {label: [override, ...]}, grpo: {...}} "
                       "(as many of each), instead of --es-sigmas / --grpo-lrs; e.g. "
                       "configs/studies/equal-time-arms.yaml")),
+                 ("--final-override", dict(action="append", metavar="KEY=VALUE", dest="final_overrides",
+                      help="a setting for the runs at --seeds only (they play held-out), e.g. "
+                      "tasks.heldout_skip=128 for a held-out set no choice has seen, eval.pass_at=[1,4]; repeatable; "
+                      "the tuning runs keep the command's settings")),
+                 ("--tune-only", dict(action="store_true",
+                      help="stop after the sweep and the choice (no final runs): run the same command without it "
+                      "for the finals")),
                  _JOBS),
                 lambda m, a, c, o: m.main(c, o, out_path(a, "compare"), ints(a.seeds, "--seeds", "0,1,2"),
                                           grpo_lrs=floats(a.grpo_lrs, "--grpo-lrs"),
                                           es_sigmas=floats(a.es_sigmas, "--es-sigmas"),
                                           tune_seeds=ints(a.tune_seeds, "--tune-seeds"), jobs=a.jobs,
-                                          budget_seconds=a.budget_seconds, arms=a.arms)),
+                                          budget_seconds=a.budget_seconds, arms=a.arms,
+                                          final_overrides=a.final_overrides, tune_only=a.tune_only)),
     "settings": ("settings", "one algorithm's named settings (--arms) side by side on the validation split",
                  (("--arms", dict(help="a YAML file of the settings, {label: [override, ...]}, e.g. "
                        "configs/studies/scope-sigma-arms.yaml")),

@@ -151,6 +151,40 @@ def choose(sweep: dict[str, list[dict]]) -> int:
     return max(range(len(means)), key=lambda k: (means[k], -k))
 
 
+def sweep_rows(runs_by_label: dict[str, list[dict]]) -> dict:
+    """Per setting of one method: its final validation rewards over tuning seeds and their mean (the choice's
+    figures), and the held-out finals of runs that played held-out (recorded, never read for the choice)."""
+    return {label: {"validation_mean": mean(final_validation(r) for r in runs),
+                    "validation_finals": [final_validation(r) for r in runs],
+                    "heldout_finals_not_used": [r["curve"][-1]["reward"] for r in runs
+                                                if r["curve"][-1]["reward"] is not None]}
+            for label, runs in runs_by_label.items()}
+
+
+def print_sweep(sweeps: dict, chosen: dict, tune_seeds: list[int]) -> None:
+    print(f"\nsweep: validation reward after training, mean over tuning seeds {tune_seeds} (* chosen)")
+    for arm in ARMS:
+        for label, row in sweeps[arm].items():
+            mark = "*" if label == chosen[arm]["label"] else " "
+            print(f"  {arm:5s} {label:>14s} {row['validation_mean']:8.4f} {mark}")
+
+
+def pass_at_rows(runs: list[dict]) -> dict:
+    """pass@k of held-out before and after training (eval.pass_at) per k, over seeds: {k: {bases, finals,
+    base_mean, final_mean}}; empty when the runs did not measure it."""
+    ks = sorted({int(key[len("pass_at_"):]) for key in runs[0]["summary"]["final"]
+                 if key.startswith("pass_at_") and key[len("pass_at_"):].isdigit()}) if runs else []
+    out = {}
+    for k in ks:
+        bases = [(r["summary"].get("base") or {}).get(f"pass_at_{k}") for r in runs]
+        finals = [r["summary"]["final"].get(f"pass_at_{k}") for r in runs]
+        if None in finals:
+            continue
+        out[str(k)] = {"bases": bases, "finals": finals, "final_mean": mean(finals),
+                       "base_mean": mean(bases) if None not in bases else None}
+    return out
+
+
 def heldout_row(runs: list[dict]) -> dict:
     """Held-out figures and cost of one method's runs over seeds (shared with bench horizon)."""
     finals = [r["summary"]["final"]["reward"] for r in runs]
@@ -167,7 +201,7 @@ def heldout_row(runs: list[dict]) -> dict:
             "train_seconds_per_seed": [r["curve"][-1]["train_seconds"] for r in runs],
             "train_seconds_mean": mean(r["curve"][-1]["train_seconds"] for r in runs),
             "peak_rss_mb": max(rss) if rss else None,  # the largest over seeds
-            "peak_cuda_mb": max(cuda) if cuda else None}
+            "peak_cuda_mb": max(cuda) if cuda else None, "pass_at": pass_at_rows(runs)}
 
 
 def paired_by_task(es_runs: list[dict], grpo_runs: list[dict]) -> dict | None:
@@ -324,7 +358,8 @@ def _plot(sweep: dict, final: dict, path: str, budget_seconds: float | None = No
 def main(config: str, overrides: list[str], out: str, seeds: list[int], work_dir: str | None = None,
          grpo_lrs: list[float] | None = None, es_sigmas: list[float] | None = None,
          tune_seeds: list[int] | None = None, jobs: int = 1, budget_seconds: float | None = None,
-         arms: str | None = None, records: str | None = None) -> dict:
+         arms: str | None = None, records: str | None = None, final_overrides: list[str] | None = None,
+         tune_only: bool = False) -> dict:
     from ...config import ConfigError, load_config
     from ..common import write_results
 
@@ -341,6 +376,9 @@ def main(config: str, overrides: list[str], out: str, seeds: list[int], work_dir
     base = list(overrides) + ["eval.at_start=true"] + (
         [] if cfg.tasks.validation else [f"tasks.validation={DEFAULT_VALIDATION}"])
     cfg = load_config(config, base)
+    final_overrides = list(final_overrides or [])
+    if final_overrides:  # checked now: a typo must not wait for the sweep to end
+        load_config(config, base + final_overrides)
     work = work_dir or str(Path(out).with_suffix("")) + "-runs"
     records = records or str(Path(out).with_suffix("")) + "-records"  # committed: the study resumes from them
     episodes = cfg.es.generations * cfg.es.population * cfg.es.episodes_per_member
@@ -350,8 +388,9 @@ def main(config: str, overrides: list[str], out: str, seeds: list[int], work_dir
           f"{per_run}; choice on {cfg.tasks.validation} validation puzzles", flush=True)
 
     def run(arm: str, setting: dict, seed: int) -> dict:
-        # a tuning run at a seed of no final run never plays held-out (the choice reads validation alone)
-        tuning_only = [] if seed in seeds else ["eval.heldout=never"]
+        # a tuning run at a seed of no final run never plays held-out (the choice reads validation alone); a run at
+        # a final seed plays it, with --final-override's settings (a fresh held-out set, pass@k)
+        tuning_only = final_overrides if seed in seeds else ["eval.heldout=never"]
         r = train_run(config, base + arm_overrides(cfg, arm) + setting["overrides"] + tuning_only + [f"run.seed={seed}"], work,
                       f"{arm}-{setting['label']}-seed{seed}", records=records)
         return {**r, "seed": seed, "setting": setting["label"]}
@@ -366,6 +405,18 @@ def main(config: str, overrides: list[str], out: str, seeds: list[int], work_dir
     chosen = {arm: settings[arm][choose(sweep[arm])] for arm in ARMS}
     for arm in ARMS:
         print(f"[bench] {arm}: {chosen[arm]['label']} has the best validation reward", flush=True)
+    sweeps = {arm: sweep_rows(sweep[arm]) for arm in ARMS}
+    meta = {"config": config, "overrides": overrides, "final_overrides": final_overrides, "seeds": seeds,
+            "tune_seeds": tune_seeds, "validation_puzzles": cfg.tasks.validation, "episodes_per_run": episodes,
+            "jobs": jobs, "budget_seconds": budget_seconds, "arms_file": arms,
+            "settings": {arm: [s["label"] for s in settings[arm]] for arm in ARMS},
+            "arms": {arm: {s["label"]: s["overrides"] for s in settings[arm]} for arm in ARMS}}
+    if tune_only:  # the choice alone: the final runs are another invocation's (the same command without it)
+        print_sweep(sweeps, chosen, tune_seeds)
+        res = {"es_best_arm" if arms else "es_best_sigma": chosen["es"]["label" if arms else "value"],
+               "grpo_best_arm" if arms else "grpo_best_lr": chosen["grpo"]["label" if arms else "value"]}
+        write_results(out, "compare", res, {**meta, "tune_only": True, "sweep": sweeps, "runs": {"sweep": sweep}})
+        return res
 
     # 2. final runs of the chosen settings: held-out
     final: dict[str, list[dict]] = {arm: [] for arm in ARMS}
@@ -381,20 +432,11 @@ def main(config: str, overrides: list[str], out: str, seeds: list[int], work_dir
     for arm in ARMS:
         table[arm] = {"setting": chosen[arm]["label"], "value": chosen[arm]["value"],
                       "training_decoding": training_decoding(load_config(config, base + arm_overrides(cfg, arm)), arm),
-                      "sweep": {label: {"validation_mean": mean(final_validation(r) for r in runs),
-                                        "validation_finals": [final_validation(r) for r in runs],
-                                        "heldout_finals_not_used": [r["curve"][-1]["reward"] for r in runs
-                                                                    if r["curve"][-1]["reward"] is not None]}
-                                for label, runs in sweep[arm].items()},
-                      **heldout_row(final[arm])}
+                      "sweep": sweeps[arm], **heldout_row(final[arm])}
     if budget_seconds is None and table["es"]["episodes"] != table["grpo"]["episodes"]:
         raise RuntimeError(f"unequal episodes: ES {table['es']['episodes']}, GRPO {table['grpo']['episodes']}")
 
-    print(f"\nsweep: validation reward after training, mean over tuning seeds {tune_seeds} (* chosen)")
-    for arm in ARMS:
-        for label, row in table[arm]["sweep"].items():
-            mark = "*" if label == table[arm]["setting"] else " "
-            print(f"  {arm:5s} {label:>14s} {row['validation_mean']:8.4f} {mark}")
+    print_sweep(sweeps, chosen, tune_seeds)
     print(f"\nheld-out, chosen settings, seeds {seeds} (mean +- sample std over seeds)"
           + (f"; {jobs} runs side by side: seconds are not a quiet machine's" if jobs > 1 else ""))
     print(f"{'algo':5s} {'setting':>13s} {'training decoding':>22s} {'base':>7s} {'final':>17s} "
@@ -435,16 +477,17 @@ def main(config: str, overrides: list[str], out: str, seeds: list[int], work_dir
         res["es_minus_grpo_over_spread"] = diff / spread
     else:
         print("(no spread over seeds: one seed, or equal finals; es_minus_grpo_over_spread left out)")
+    for k, row in table["es"]["pass_at"].items():  # pass@k of the final held-out (eval.pass_at), ES - GRPO
+        other = table["grpo"]["pass_at"].get(k)
+        if other is not None:
+            res[f"es_minus_grpo_pass_at_{k}"] = row["final_mean"] - other["final_mean"]
+            print(f"held-out pass@{k} after training, mean over seeds: ES {row['final_mean']:.4f}, GRPO "
+                  f"{other['final_mean']:.4f}")
     if budget_seconds is not None:
         res["es_over_grpo_episodes"] = table["es"]["episodes_mean"] / max(table["grpo"]["episodes_mean"], 1)
     per_seed = [e - g for e, g in zip(table["es"]["finals"], table["grpo"]["finals"])]
     write_results(out, "compare", res, {
-        "config": config, "overrides": overrides, "seeds": seeds, "tune_seeds": tune_seeds,
-        "validation_puzzles": cfg.tasks.validation, "episodes_per_run": episodes, "jobs": jobs,
-        "budget_seconds": budget_seconds, "arms_file": arms,
-        "settings": {arm: [s["label"] for s in settings[arm]] for arm in ARMS},
-        "arms": {arm: {s["label"]: s["overrides"] for s in settings[arm]} for arm in ARMS},
-        "es_minus_grpo_by_task": paired,
+        **meta, "es_minus_grpo_by_task": paired,
         "validation_curves": mean_curves(final, "validation", step) if budget_seconds is not None else None,
         "pooled_std": spread, "es_minus_grpo_per_seed": per_seed, "table": table,
         "runs": {"sweep": sweep, "final": final}, "plot": png})
