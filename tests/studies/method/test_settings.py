@@ -77,3 +77,39 @@ def test_a_pause_file_holds_new_runs_until_it_is_removed(tmp_path, monkeypatch):
         runs.train_run("configs/demo.yaml", [], str(work), "r", log=log)
     assert lines[0] == f"[bench] r: waiting to start while {flag} exists (remove it to go on)", lines
     assert started and started[0] - said[0] >= 0.3 and lines[1].startswith("[bench] r: starting after")
+
+
+def test_settings_that_played_held_out_get_its_figures_and_paired_differences(monkeypatch, tmp_path, capsys):
+    """Runs that played held-out at both ends: held-out before -> after per setting and every two settings'
+    difference on the final held-out seed by seed; runs without it (tuning, eval.heldout=never) get neither."""
+    from esopt.studies.method import settings
+
+    final = {("full", 0): 0.30, ("full", 1): 0.20, ("norms", 0): 0.35, ("norms", 1): 0.30}
+
+    def fake(config, overrides, out_dir, name, records=None):
+        label, seed = name.rsplit("-seed", 1)
+        sm = {"generations": 2, "validation": {"base": {"reward": 0.1}, "final": {"reward": 0.2},
+                                              "improvement": {"mean": 0.1, "se": 0.02}}}
+        if "eval.heldout=never" not in overrides:
+            f = final[(label, int(seed))]
+            sm.update(base={"reward": 0.1}, final={"reward": f}, improvement={"mean": f - 0.1, "se": 0.03})
+        return {"run_dir": f"{out_dir}/{name}", "summary": sm, "peak_rss_mb": 1024.0, "flat_updates": 0,
+                "curve": [{"episodes": 8, "train_seconds": 5.0}]}
+
+    monkeypatch.setattr(settings, "train_run", fake)
+    arms = tmp_path / "arms.yaml"
+    arms.write_text("full: [es.scope=full]\nnorms: [es.scope=norms]\n")
+    out = tmp_path / "f.json"
+    rows = settings.main("configs/demo.yaml", [], str(out), str(arms), seeds=[0, 1])
+    assert rows["norms"]["heldout_gain"] == pytest.approx(0.225) and rows["full"]["heldout_finals"] == [0.3, 0.2]
+    pair = json.loads(out.read_text())["heldout_pairs"]["full - norms"]
+    assert pair["per_seed"] == pytest.approx([-0.05, -0.1]) and pair["mean"] == pytest.approx(-0.075)
+    assert pair["se_over_seeds"] == pytest.approx(0.025)
+    said = capsys.readouterr().out
+    assert "held-out after training, full - norms: -0.0750 (SE over seeds 0.0250" in said
+    assert "| full | 0.100 -> 0.200 | +0.100 ± 0.020, sd over seeds 0.000 | 0.100 -> 0.250 | +0.150 ± 0.030" in said
+    assert "RESULT heldout_gain_norms=" in said
+    tuning = settings.main("configs/demo.yaml", ["eval.heldout=never"], str(tmp_path / "t.json"), str(arms), seeds=[0])
+    assert "heldout_gain" not in tuning["full"]
+    assert json.loads((tmp_path / "t.json").read_text())["heldout_pairs"] == {}
+    assert "held-out before" not in json.loads((tmp_path / "t.json").read_text())["table"]

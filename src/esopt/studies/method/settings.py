@@ -8,8 +8,14 @@ finished run is read back, and its record under `-records` lets a later session 
 the run folders are gone). Per setting: validation before and after training with the paired
 difference and its SE over validation tasks (the mean over seeds, with the spread between them
 when there are several), updates made, updates in which every member scored the same (an ES
-generation that moved nothing), episodes, training seconds and peak RSS. Held-out is not read:
-this bench is for choosing settings (configs should set tasks.heldout small).
+generation that moved nothing), episodes, training seconds and peak RSS.
+
+Held-out: runs that played it before and after training (eval.heldout=start_end, the default) also
+give held-out before -> after per setting and, for every two settings, their difference on the final
+held-out seed by seed (mean, SE over seeds): the way to take the settings a tuning invocation chose
+(on validation, with eval.heldout=never so held-out is not played) to final figures at other seeds,
+e.g. on a fresh held-out set (tasks.heldout_skip). Choosing on held-out figures is the mistake this
+keeps apart: tune with held-out off, then run the chosen settings with it on.
 """
 from __future__ import annotations
 
@@ -68,17 +74,57 @@ def row(runs: list[dict]) -> dict:
             "updates": mean(r["summary"]["generations"] for r in runs),
             "flat_updates": mean(r.get("flat_updates") or 0 for r in runs),
             "episodes": mean(x["episodes"] for x in last), "train_seconds": mean(x["train_seconds"] for x in last),
-            "peak_rss_mb": max(rss) if rss else None, "seeds": [r.get("seed") for r in runs]}
+            "peak_rss_mb": max(rss) if rss else None, "seeds": [r.get("seed") for r in runs],
+            **heldout_figures(runs)}
+
+
+def heldout_figures(runs: list[dict]) -> dict:
+    """Held-out before and after training over seeds, when every run played it at both ends ({} otherwise)."""
+    sm = [r["summary"] for r in runs]
+    if not all("base" in x and "final" in x and "improvement" in x for x in sm):
+        return {}
+    gains = [x["improvement"]["mean"] for x in sm]
+    finals = [x["final"]["reward"] for x in sm]
+    return {"heldout_base": mean(x["base"]["reward"] for x in sm), "heldout_final": mean(finals),
+            "heldout_finals": finals, "heldout_gain": mean(gains), "heldout_gains": gains,
+            "heldout_gain_se_over_tasks": mean(x["improvement"]["se"] for x in sm),
+            "heldout_gain_std_over_seeds": stdev(gains) if len(gains) > 1 else None}
+
+
+def paired_heldout(rows: dict[str, dict]) -> dict[str, dict]:
+    """For every two settings with held-out figures at the same seeds: A - B on the final held-out, per seed
+    (the same tasks at a seed), its mean and SE over seeds (None with one seed)."""
+    have = [label for label, r in rows.items() if "heldout_finals" in r]
+    out = {}
+    for i, a in enumerate(have):
+        for b in have[i + 1:]:
+            if rows[a]["seeds"] != rows[b]["seeds"]:
+                continue
+            diffs = [x - y for x, y in zip(rows[a]["heldout_finals"], rows[b]["heldout_finals"])]
+            se = stdev(diffs) / len(diffs) ** 0.5 if len(diffs) > 1 else None
+            out[f"{a} - {b}"] = {"per_seed": diffs, "mean": mean(diffs), "se_over_seeds": se}
+    return out
 
 
 def table(rows: dict[str, dict]) -> str:
-    lines = ["| setting | validation before -> after | gain (± SE over tasks) | updates (flat) | episodes | train s |"
-             " peak RSS |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    held = any("heldout_gain" in r for r in rows.values())
+    lines = ["| setting | validation before -> after | gain (± SE over tasks) |"
+             + (" held-out before -> after | held-out gain |" if held else "")
+             + " updates (flat) | episodes | train s | peak RSS |",
+             "| --- | --- | --- |" + (" --- | --- |" if held else "") + " --- | --- | --- | --- |"]
     for label, r in rows.items():
         spread = f", sd over seeds {r['gain_std_over_seeds']:.3f}" if r["gain_std_over_seeds"] is not None else ""
         rss = f"{r['peak_rss_mb'] / 1024:.1f} GB" if r["peak_rss_mb"] else "-"
+        cells = ""
+        if held and "heldout_gain" in r:
+            sd = r["heldout_gain_std_over_seeds"]
+            cells = (f" {r['heldout_base']:.3f} -> {r['heldout_final']:.3f} | {r['heldout_gain']:+.3f} ± "
+                     f"{r['heldout_gain_se_over_tasks']:.3f}" + (f", sd over seeds {sd:.3f}" if sd is not None else "")
+                     + " |")
+        elif held:
+            cells = " - | - |"
         lines.append(f"| {label} | {r['validation_base']:.3f} -> {r['validation_final']:.3f} | {r['gain']:+.3f} ± "
-                     f"{r['gain_se_over_tasks']:.3f}{spread} | {r['updates']:g} ({r['flat_updates']:g}) | "
+                     f"{r['gain_se_over_tasks']:.3f}{spread} |{cells} {r['updates']:g} ({r['flat_updates']:g}) | "
                      f"{r['episodes']:g} | {r['train_seconds']:.0f} | {rss} |")
     return "\n".join(lines)
 
@@ -108,8 +154,14 @@ def main(config: str, overrides: list[str], out: str, arms: str | None, seeds: l
     by = {label: [r for (lab, _), r in zip(plan, done) if lab == label] for label in settings}
     rows = {label: row(runs) for label, runs in by.items()}
     print(table(rows), flush=True)
+    pairs = paired_heldout(rows)
+    for name, d in pairs.items():
+        se = f"{d['se_over_seeds']:.4f}" if d["se_over_seeds"] is not None else "n/a (one seed)"
+        print(f"held-out after training, {name}: {d['mean']:+.4f} (SE over seeds {se}; per seed "
+              f"{', '.join(f'{x:+.3f}' for x in d['per_seed'])})", flush=True)
     results = {f"gain_{label}": r["gain"] for label, r in rows.items()}
+    results.update({f"heldout_gain_{label}": r["heldout_gain"] for label, r in rows.items() if "heldout_gain" in r})
     write_results(out, "settings", results, {"config": config, "overrides": overrides, "arms_file": arms,
                                              "arms": settings, "seeds": seeds, "jobs": jobs, "rows": rows,
-                                             "table": table(rows)})
+                                             "heldout_pairs": pairs, "table": table(rows)})
     return rows
