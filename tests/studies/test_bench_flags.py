@@ -130,3 +130,16 @@ def test_documented_bench_commands_use_flags_their_bench_takes():
                 if flag not in flags[m.group(1)]:
                     wrong.append(f"{path.name}: esopt bench {m.group(1)} {flag}")
     assert seen > 20 and wrong == []
+
+
+def test_a_stopped_bench_names_the_file_it_writes(monkeypatch, capsys):
+    """The stop line names the bench's own JSON: bench dtype --seeds writes dtype-parity.json, not dtype.json."""
+    def stopped(*a, **k):
+        raise KeyboardInterrupt
+
+    fake = types.SimpleNamespace(main=stopped, parity=stopped)
+    monkeypatch.setattr(bench, "importlib", types.SimpleNamespace(import_module=lambda name: fake))
+    assert main(["bench", "dtype", C, "--seeds", "0,1"]) == 130
+    assert "bench-results/dtype-parity.json was not written" in capsys.readouterr().err
+    assert main(["bench", "dtype", C]) == 130
+    assert "bench-results/dtype.json was not written" in capsys.readouterr().err

@@ -24,7 +24,8 @@ def _perturb(m, a, config, overrides):
 
 def _dtype(m, a, config, overrides):
     if a.seeds:
-        m.parity(config, overrides, a.out or "bench-results/dtype-parity.json", ints(a.seeds, "--seeds"), jobs=a.jobs)
+        a.out = out_path(a, "dtype-parity")  # its own default file, which a stop's line names too (studies/bench.py)
+        m.parity(config, overrides, a.out, ints(a.seeds, "--seeds"), jobs=a.jobs)
     else:
         m.main(config, overrides, out_path(a, "dtype"), max(a.repeats or 3, 1))
 
