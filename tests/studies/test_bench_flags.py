@@ -54,7 +54,7 @@ EXPECTED = {  # argv after `esopt bench`: the call the bench makes (as before th
                                                                      "tool": "tools/llamacpp"}),
     ("compare",): ("main", (C, [], "bench-results/compare.json", [0, 1, 2]),
                    {"grpo_lrs": None, "es_sigmas": None, "tune_seeds": None, "jobs": 1, "budget_seconds": None,
-                    "arms": None, "final_overrides": None, "tune_only": False}),
+                    "arms": None, "final_overrides": None, "tune_only": False, "unseen_by_seeds": None}),
     ("settings",): ("main", (C, [], "bench-results/settings.json", None, [0]), {"jobs": 1}),
     ("population",): ("main", (C, [], "bench-results/population.json", [], [8, 16]), {"seed": 0}),
     ("horizon",): ("main", (C, [], "bench-results/horizon.json", [0, 1]),
@@ -81,10 +81,11 @@ def test_flags_reach_the_study(monkeypatch):
     assert calls(monkeypatch, ["compare", C, "runtime.threads=1", "--seeds", "3,4", "--grpo-lrs", "1e-5",
                                "--es-sigmas", "0.01", "--jobs", "2", "es.generations=2", "--out", "x.json",
                                "--final-override", "tasks.heldout_skip=64", "--final-override", "eval.pass_at=[1,4]",
-                               "--tune-only"]) == [
+                               "--tune-only", "--unseen-by-seeds", "0,5"]) == [
         ("main", (C, ["runtime.threads=1", "es.generations=2"], "x.json", [3, 4]),
          {"grpo_lrs": [1e-5], "es_sigmas": [0.01], "tune_seeds": None, "jobs": 2, "budget_seconds": None,
-          "arms": None, "final_overrides": ["tasks.heldout_skip=64", "eval.pass_at=[1,4]"], "tune_only": True})]
+          "arms": None, "final_overrides": ["tasks.heldout_skip=64", "eval.pass_at=[1,4]"], "tune_only": True,
+          "unseen_by_seeds": [0, 5]})]
     assert calls(monkeypatch, ["population", "--seed", "5", "--models", "a,b"]) == [
         ("main", (C, [], "bench-results/population.json", ["a", "b"], [8, 16]), {"seed": 5})]
     assert calls(monkeypatch, ["es-memory", "--optimizers", "sgd,adam"]) == [

@@ -200,3 +200,52 @@ def test_tune_only_then_finals_with_their_own_overrides_and_pass_at_k(monkeypatc
     assert row["1"] == {"bases": [0.1, 0.1], "finals": [0.3, 0.3], "final_mean": 0.3, "base_mean": 0.1}
     with pytest.raises(ConfigError, match="tasks.heldout_skipp"):
         compare.main("configs/demo.yaml", TINY, str(out), **{**kw, "final_overrides": ["tasks.heldout_skipp=8"]})
+
+
+def test_unseen_by_seeds_gives_the_finals_on_tasks_no_choice_played(monkeypatch, tmp_path, capsys):
+    """--unseen-by-seeds: the finals again on the held-out tasks whose content none of the held-out and
+    validation sets of the named seeds (under the tuning settings) holds; per method before/after and ES - GRPO
+    task by task on them, and RESULT lines."""
+    from esopt.studies.method import compare, unseen
+
+    def contents(cfg, seed, split):  # seed 5's sets hold the content of final task t1; t2, t3 are fresh
+        if seed == 5:
+            return {"a": "A", "b": "B"} if split == "heldout" else {"v": "V"}
+        assert split == "heldout" and cfg.tasks.heldout_skip == 8  # the final runs' held-out set
+        return {"t1": "B", "t2": "X", "t3": "Y"}
+
+    monkeypatch.setattr(unseen, "split_contents", contents)
+
+    def fake(config, overrides, out_dir, name, log=print, records=None):
+        arm, label, seed = split_name(name)
+        es = arm == "es"
+        run = timed_run(name, out_dir, 0.5, 0.3, {"t1": 0.0 if es else 1.0, "t2": 1.0 if es else 0.5, "t3": 0.5})
+        run["heldout_by_task"]["base"] = {"t1": 0.5, "t2": 0.25, "t3": 0.25}
+        return run
+
+    monkeypatch.setattr(compare, "train_run", fake)
+    out = tmp_path / "u.json"
+    res = compare.main("configs/demo.yaml", TINY, str(out), seeds=[0, 1], tune_seeds=[9], budget_seconds=200,
+                       arms=arms_file(tmp_path), final_overrides=["tasks.heldout_skip=8"], unseen_by_seeds=[5])
+    assert res["es_minus_grpo_heldout_unseen"] == pytest.approx(0.25)  # (0.5 + 0) / 2 on t2, t3
+    assert res["es_minus_grpo_unseen_se_over_seeds"] == pytest.approx(0.0)
+    data = json.loads(out.read_text())["unseen"]
+    assert data["tasks_per_seed"] == [2, 2] and data["seen_by_seeds"] == [5]
+    assert data["es"]["bases"] == [0.25, 0.25] and data["es"]["finals"] == [0.75, 0.75]
+    assert data["grpo"]["improvements"] == pytest.approx([0.25, 0.25])
+    assert json.loads(out.read_text())["es_minus_grpo_by_task"]["mean"] == pytest.approx(-1 / 6)  # all three tasks
+    assert "held-out tasks no run at seeds [5] played in held-out or validation: 2/2" in capsys.readouterr().out
+
+
+def test_unseen_tasks_on_real_sudoku_pools():
+    """Within one run seed the splits are disjoint, so a fresh held-out set (skip) is unseen by its own seed's
+    held-out and validation sets, and a set that was played is all seen."""
+    from esopt.config import load_config
+    from esopt.studies.method.unseen import seen_contents, split_contents, unseen_ids
+
+    tune = load_config("configs/demo.yaml", ["tasks.heldout=8", "tasks.validation=4"])
+    fresh = load_config("configs/demo.yaml", ["tasks.heldout=8", "tasks.validation=4", "tasks.heldout_skip=8"])
+    seen = seen_contents(tune, [0])
+    assert len(seen) == 12
+    assert unseen_ids(fresh, 0, seen) == set(split_contents(fresh, 0, "heldout")) and len(unseen_ids(fresh, 0, seen)) == 8
+    assert unseen_ids(tune, 0, seen) == set()

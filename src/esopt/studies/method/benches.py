@@ -42,13 +42,17 @@ BENCHES = {
                  ("--tune-only", dict(action="store_true",
                       help="stop after the sweep and the choice (no final runs): run the same command without it "
                       "for the finals")),
+                 ("--unseen-by-seeds", dict(help="also give the finals on the held-out tasks that no run at these "
+                      "seeds played in held-out or validation under the tuning settings (compared by content), e.g. "
+                      "0,1,...,10 for every seed a choice has read")),
                  _JOBS),
                 lambda m, a, c, o: m.main(c, o, out_path(a, "compare"), ints(a.seeds, "--seeds", "0,1,2"),
                                           grpo_lrs=floats(a.grpo_lrs, "--grpo-lrs"),
                                           es_sigmas=floats(a.es_sigmas, "--es-sigmas"),
                                           tune_seeds=ints(a.tune_seeds, "--tune-seeds"), jobs=a.jobs,
                                           budget_seconds=a.budget_seconds, arms=a.arms,
-                                          final_overrides=a.final_overrides, tune_only=a.tune_only)),
+                                          final_overrides=a.final_overrides, tune_only=a.tune_only,
+                                          unseen_by_seeds=ints(a.unseen_by_seeds, "--unseen-by-seeds"))),
     "settings": ("settings", "one algorithm's named settings (--arms) side by side on the validation split",
                  (("--arms", dict(help="a YAML file of the settings, {label: [override, ...]}, e.g. "
                        "configs/studies/scope-sigma-arms.yaml")),

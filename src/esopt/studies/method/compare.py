@@ -204,24 +204,60 @@ def heldout_row(runs: list[dict]) -> dict:
             "peak_cuda_mb": max(cuda) if cuda else None, "pass_at": pass_at_rows(runs)}
 
 
-def paired_by_task(es_runs: list[dict], grpo_runs: list[dict]) -> dict | None:
+def paired_by_task(es_runs: list[dict], grpo_runs: list[dict], keep: list[set[str]] | None = None) -> dict | None:
     """ES - GRPO on the final held-out tasks, seed by seed (the same tasks for both methods at a seed):
     per seed the mean and SE over tasks of the task-by-task difference; over seeds their mean with the
-    SE over seeds (spread of the seed means) and the SE over tasks (the per-seed SEs pooled). None
-    where a run has no per-task figures."""
+    SE over seeds (spread of the seed means) and the SE over tasks (the per-seed SEs pooled). With `keep`
+    (one set of task ids per seed), only those tasks count. None where a run has no per-task figures."""
     from ...utils.stats import mean_se
 
     per_seed = []
-    for e, g in zip(es_runs, grpo_runs):
+    for k, (e, g) in enumerate(zip(es_runs, grpo_runs)):
         a, b = ((r.get("heldout_by_task") or {}).get("final") for r in (e, g))
         if not a or not b or set(a) != set(b):
             return None
-        per_seed.append(mean_se([a[t] - b[t] for t in a]))
+        tasks = [t for t in a if keep is None or t in keep[k]]
+        if not tasks:
+            return None
+        per_seed.append(mean_se([a[t] - b[t] for t in tasks]))
     means = [m for m, _ in per_seed]
     n = len(means)
     return {"per_seed": [{"mean": m, "se_over_tasks": se} for m, se in per_seed], "mean": mean(means),
             "se_over_seeds": stdev(means) / math.sqrt(n) if n > 1 else None,
             "se_over_tasks": math.sqrt(sum(se ** 2 for _, se in per_seed)) / n}
+
+
+def subset_row(runs: list[dict], keep: list[set[str]]) -> dict | None:
+    """One method's held-out reward before and after training on a subset of each seed's tasks (`keep`, one set
+    per seed), from the runs' per-task figures; None where a run lacks them."""
+    bases, finals = [], []
+    for r, ids in zip(runs, keep):
+        by = r.get("heldout_by_task") or {}
+        if not by.get("base") or not by.get("final") or not ids <= set(by["final"]) or not ids <= set(by["base"]):
+            return None
+        bases.append(mean(by["base"][t] for t in ids))
+        finals.append(mean(by["final"][t] for t in ids))
+    return {"tasks_per_seed": [len(ids) for ids in keep], "bases": bases, "finals": finals,
+            "base_mean": mean(bases), "final_mean": mean(finals),
+            "improvements": [f - b for b, f in zip(bases, finals)]}
+
+
+def unseen_figures(config: str, base: list[str], final_overrides: list[str], seeds: list[int],
+                   unseen_by_seeds: list[int], final: dict[str, list[dict]]) -> dict | None:
+    """The finals on the held-out tasks that none of the held-out and validation sets of runs at
+    `unseen_by_seeds` (under the tuning settings) holds: per method before/after and ES - GRPO task by task."""
+    from ...config import load_config
+    from .unseen import seen_contents, unseen_ids
+
+    seen = seen_contents(load_config(config, base), unseen_by_seeds)
+    final_cfg = load_config(config, base + final_overrides)
+    keep = [unseen_ids(final_cfg, seed, seen) for seed in seeds]
+    rows = {arm: subset_row(final[arm], keep) for arm in ARMS}
+    if None in rows.values():
+        return None
+    paired = paired_by_task(final["es"], final["grpo"], keep)
+    return {"seen_by_seeds": unseen_by_seeds, "tasks_per_seed": [len(k) for k in keep], **rows,
+            "es_minus_grpo_by_task": paired}
 
 
 def step_curve(run: dict, key: str, grid: list[float]) -> list[float | None]:
@@ -359,7 +395,7 @@ def main(config: str, overrides: list[str], out: str, seeds: list[int], work_dir
          grpo_lrs: list[float] | None = None, es_sigmas: list[float] | None = None,
          tune_seeds: list[int] | None = None, jobs: int = 1, budget_seconds: float | None = None,
          arms: str | None = None, records: str | None = None, final_overrides: list[str] | None = None,
-         tune_only: bool = False) -> dict:
+         tune_only: bool = False, unseen_by_seeds: list[int] | None = None) -> dict:
     from ...config import ConfigError, load_config
     from ..common import write_results
 
@@ -463,6 +499,22 @@ def main(config: str, overrides: list[str], out: str, seeds: list[int], work_dir
               + (f"{paired['se_over_seeds']:.4f}" if paired["se_over_seeds"] is not None else "n/a")
               + f", SE over tasks {paired['se_over_tasks']:.4f})")
 
+    unseen = (unseen_figures(config, base, final_overrides, seeds, unseen_by_seeds, final)
+              if unseen_by_seeds else None)
+    if unseen is not None:
+        print(f"held-out tasks no run at seeds {unseen_by_seeds} played in held-out or validation: "
+              f"{'/'.join(map(str, unseen['tasks_per_seed']))} of seeds {seeds}")
+        for arm in ARMS:
+            print(f"  {arm:5s} {unseen[arm]['base_mean']:.4f} -> {unseen[arm]['final_mean']:.4f} "
+                  f"(improvement per seed {','.join(f'{v:+.3f}' for v in unseen[arm]['improvements'])})")
+        if unseen["es_minus_grpo_by_task"] is not None:
+            p = unseen["es_minus_grpo_by_task"]
+            print(f"  ES - GRPO task by task: {p['mean']:+.4f} (SE over seeds "
+                  + (f"{p['se_over_seeds']:.4f}" if p["se_over_seeds"] is not None else "n/a")
+                  + f", SE over tasks {p['se_over_tasks']:.4f})")
+    elif unseen_by_seeds:
+        print("(the final runs lack per-task held-out figures: no figures on unseen tasks)")
+
     diff = table["es"]["final_mean"] - table["grpo"]["final_mean"]
     spread = math.sqrt((table["es"]["final_std"] ** 2 + table["grpo"]["final_std"] ** 2) / 2)
     res = ({"es_minus_grpo_heldout": diff, "es_best_arm": chosen["es"]["label"],
@@ -483,11 +535,15 @@ def main(config: str, overrides: list[str], out: str, seeds: list[int], work_dir
             res[f"es_minus_grpo_pass_at_{k}"] = row["final_mean"] - other["final_mean"]
             print(f"held-out pass@{k} after training, mean over seeds: ES {row['final_mean']:.4f}, GRPO "
                   f"{other['final_mean']:.4f}")
+    if unseen is not None and unseen["es_minus_grpo_by_task"] is not None:
+        res["es_minus_grpo_heldout_unseen"] = unseen["es_minus_grpo_by_task"]["mean"]
+        if unseen["es_minus_grpo_by_task"]["se_over_seeds"] is not None:
+            res["es_minus_grpo_unseen_se_over_seeds"] = unseen["es_minus_grpo_by_task"]["se_over_seeds"]
     if budget_seconds is not None:
         res["es_over_grpo_episodes"] = table["es"]["episodes_mean"] / max(table["grpo"]["episodes_mean"], 1)
     per_seed = [e - g for e, g in zip(table["es"]["finals"], table["grpo"]["finals"])]
     write_results(out, "compare", res, {
-        **meta, "es_minus_grpo_by_task": paired,
+        **meta, "es_minus_grpo_by_task": paired, "unseen": unseen,
         "validation_curves": mean_curves(final, "validation", step) if budget_seconds is not None else None,
         "pooled_std": spread, "es_minus_grpo_per_seed": per_seed, "table": table,
         "runs": {"sweep": sweep, "final": final}, "plot": png})
