@@ -672,3 +672,27 @@ def test_bench_serve_times_concurrent_clients_against_the_in_process_rollout(eso
     assert set(data["attacks"]["oversized_body"]) <= {"413", "reset"}
     assert set(data["attacks"]["huge_max_tokens"]) == {"400"}
     assert capsys.readouterr().out.strip().splitlines()[-1].startswith("RESULT serve_")
+
+
+def test_a_fresh_held_out_set_reaches_the_harness_as_the_seeds_after_the_skipped_ones():
+    """tasks.heldout_skip: the held-out seeds a harness picks its tasks by are those after the first skip ones
+    (the same derivation, shifted), with esopt's own ids of the fresh tasks; validation is unchanged."""
+    from types import SimpleNamespace
+
+    from esopt.config import load_config
+    from esopt.serve.runner import ServeRunner
+    from esopt.utils.seeding import derive_seed
+
+    def rows(skip, split):
+        cfg = load_config("configs/demo.yaml", ["tasks.heldout=3", "tasks.validation=2", f"tasks.heldout_skip={skip}"])
+        tasks = SimpleNamespace(heldout=lambda: (None, [f"h{skip + j}" for j in range(3)], None),
+                                validation=lambda: (None, ["v0", "v1"], None))
+        runner = SimpleNamespace(trainer=SimpleNamespace(cfg=cfg, tasks=tasks))
+        return ServeRunner._eval_tasks(runner, split, 3 if split == "heldout" else 2)
+
+    plain, fresh = rows(0, "heldout"), rows(4, "heldout")
+    seed = load_config("configs/demo.yaml").run.seed
+    assert [r["seed"] for r in fresh] == [derive_seed("serve-eval", seed, "heldout", 4 + j) for j in range(3)]
+    assert not {r["seed"] for r in fresh} & {r["seed"] for r in plain}
+    assert [r["task"] for r in fresh] == ["h4", "h5", "h6"]
+    assert rows(4, "validation") == rows(0, "validation")
