@@ -235,6 +235,12 @@ def test_unseen_by_seeds_gives_the_finals_on_tasks_no_choice_played(monkeypatch,
     assert data["grpo"]["improvements"] == pytest.approx([0.25, 0.25])
     assert json.loads(out.read_text())["es_minus_grpo_by_task"]["mean"] == pytest.approx(-1 / 6)  # all three tasks
     assert "held-out tasks no run at seeds [5] played in held-out or validation: 2/2" in capsys.readouterr().out
+    # finals on a set the named seeds played: nothing unseen, said in one line, the rest reported as before
+    monkeypatch.setattr(unseen, "split_contents", lambda cfg, seed, split: {"t1": "A", "t2": "B", "t3": "V"})
+    res = compare.main("configs/demo.yaml", TINY, str(out), seeds=[0, 1], tune_seeds=[9], budget_seconds=200,
+                       arms=arms_file(tmp_path), unseen_by_seeds=[5])
+    assert "es_minus_grpo_heldout_unseen" not in res and json.loads(out.read_text())["unseen"] is None
+    assert "no figures on unseen tasks" in capsys.readouterr().out
 
 
 def test_unseen_tasks_on_real_sudoku_pools():

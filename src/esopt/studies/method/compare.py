@@ -245,13 +245,16 @@ def subset_row(runs: list[dict], keep: list[set[str]]) -> dict | None:
 def unseen_figures(config: str, base: list[str], final_overrides: list[str], seeds: list[int],
                    unseen_by_seeds: list[int], final: dict[str, list[dict]]) -> dict | None:
     """The finals on the held-out tasks that none of the held-out and validation sets of runs at
-    `unseen_by_seeds` (under the tuning settings) holds: per method before/after and ES - GRPO task by task."""
+    `unseen_by_seeds` (under the tuning settings) holds: per method before/after and ES - GRPO task by task.
+    None where a final seed has no such task or a run lacks per-task figures."""
     from ...config import load_config
     from .unseen import seen_contents, unseen_ids
 
     seen = seen_contents(load_config(config, base), unseen_by_seeds)
     final_cfg = load_config(config, base + final_overrides)
     keep = [unseen_ids(final_cfg, seed, seen) for seed in seeds]
+    if not all(keep):  # e.g. the finals replay a set those seeds played (no tasks.heldout_skip)
+        return None
     rows = {arm: subset_row(final[arm], keep) for arm in ARMS}
     if None in rows.values():
         return None
@@ -513,7 +516,8 @@ def main(config: str, overrides: list[str], out: str, seeds: list[int], work_dir
                   + (f"{p['se_over_seeds']:.4f}" if p["se_over_seeds"] is not None else "n/a")
                   + f", SE over tasks {p['se_over_tasks']:.4f})")
     elif unseen_by_seeds:
-        print("(the final runs lack per-task held-out figures: no figures on unseen tasks)")
+        print(f"(no figures on unseen tasks: a final seed has no held-out task outside the sets of seeds "
+              f"{unseen_by_seeds}, or the final runs lack per-task held-out figures)")
 
     diff = table["es"]["final_mean"] - table["grpo"]["final_mean"]
     spread = math.sqrt((table["es"]["final_std"] ** 2 + table["grpo"]["final_std"] ** 2) / 2)
