@@ -227,6 +227,12 @@ def paired_by_task(es_runs: list[dict], grpo_runs: list[dict], keep: list[set[st
             "se_over_tasks": math.sqrt(sum(se ** 2 for _, se in per_seed)) / n}
 
 
+def _paired_note(p: dict) -> str:
+    """paired_by_task's figures as the console writes them: "+0.0510 (SE over seeds 0.2082, SE over tasks 0.0278)"."""
+    se_seeds = f"{p['se_over_seeds']:.4f}" if p["se_over_seeds"] is not None else "n/a"
+    return f"{p['mean']:+.4f} (SE over seeds {se_seeds}, SE over tasks {p['se_over_tasks']:.4f})"
+
+
 def subset_row(runs: list[dict], keep: list[set[str]]) -> dict | None:
     """One method's held-out reward before and after training on a subset of each seed's tasks (`keep`, one set
     per seed), from the runs' per-task figures; None where a run lacks them."""
@@ -498,9 +504,7 @@ def main(config: str, overrides: list[str], out: str, seeds: list[int], work_dir
     print(f"plot: {png}")
     paired = paired_by_task(final["es"], final["grpo"])
     if paired is not None:
-        print(f"ES - GRPO on the final held-out, task by task: {paired['mean']:+.4f} (SE over seeds "
-              + (f"{paired['se_over_seeds']:.4f}" if paired["se_over_seeds"] is not None else "n/a")
-              + f", SE over tasks {paired['se_over_tasks']:.4f})")
+        print(f"ES - GRPO on the final held-out, task by task: {_paired_note(paired)}")
 
     unseen = (unseen_figures(config, base, final_overrides, seeds, unseen_by_seeds, final)
               if unseen_by_seeds else None)
@@ -511,10 +515,7 @@ def main(config: str, overrides: list[str], out: str, seeds: list[int], work_dir
             print(f"  {arm:5s} {unseen[arm]['base_mean']:.4f} -> {unseen[arm]['final_mean']:.4f} "
                   f"(improvement per seed {','.join(f'{v:+.3f}' for v in unseen[arm]['improvements'])})")
         if unseen["es_minus_grpo_by_task"] is not None:
-            p = unseen["es_minus_grpo_by_task"]
-            print(f"  ES - GRPO task by task: {p['mean']:+.4f} (SE over seeds "
-                  + (f"{p['se_over_seeds']:.4f}" if p["se_over_seeds"] is not None else "n/a")
-                  + f", SE over tasks {p['se_over_tasks']:.4f})")
+            print(f"  ES - GRPO task by task: {_paired_note(unseen['es_minus_grpo_by_task'])}")
     elif unseen_by_seeds:
         print(f"(no figures on unseen tasks: a final seed has no held-out task outside the sets of seeds "
               f"{unseen_by_seeds}, or the final runs lack per-task held-out figures)")
