@@ -247,12 +247,15 @@ def stop_children_on_signals(log=print):
 
 
 def wait_while_paused(flag: Path, name: str, log=print, poll: float = 5.0) -> None:
-    """Before a run starts: wait (one line said) while `flag` exists."""
+    """Before a run starts: wait (one line said) while `flag` exists; a stop asked for meanwhile (Ctrl-C, SIGTERM)
+    ends the wait with Interrupted, also in a worker thread of run_all, which the signal itself cannot reach."""
     if not flag.exists():
         return
     log(f"[bench] {name}: waiting to start while {flag} exists (remove it to go on)")
     t0 = time.time()
     while flag.exists():
+        if _stopping:
+            raise Interrupted(_stopping[0])
         time.sleep(poll)
     log(f"[bench] {name}: starting after {time.time() - t0:.0f}s paused")
 

@@ -113,3 +113,43 @@ def test_settings_that_played_held_out_get_its_figures_and_paired_differences(mo
     assert "heldout_gain" not in tuning["full"]
     assert json.loads((tmp_path / "t.json").read_text())["heldout_pairs"] == {}
     assert "held-out before" not in json.loads((tmp_path / "t.json").read_text())["table"]
+
+
+def test_ctrl_c_ends_runs_waiting_on_a_pause_file_side_by_side(tmp_path, monkeypatch):
+    """--jobs 2, both runs waiting on RUNS/PAUSE: Ctrl-C ends the bench at once with Interrupted. It used to hang:
+    the worker threads waited on the file forever while the executor waited for them."""
+    import functools
+    import os
+    import signal
+    import threading
+    import time
+
+    from esopt.studies import runs
+    from esopt.train.stop import Interrupted
+
+    monkeypatch.setattr(runs, "_child", lambda *a, **k: pytest.fail("no run may start while paused"))
+    monkeypatch.setattr(runs, "wait_while_paused", functools.partial(runs.wait_while_paused, poll=0.05))
+    work = tmp_path / "runs"
+    work.mkdir()
+    flag = work / runs.PAUSE
+    flag.write_text("")
+    lines = []
+    waiting = threading.Event()
+
+    def log(line, **kw):
+        lines.append(line)
+        if "waiting" in line and sum("waiting" in x for x in lines) == 2:
+            waiting.set()
+
+    threading.Thread(target=lambda: waiting.wait(10) and os.kill(os.getpid(), signal.SIGINT), daemon=True).start()
+    fallback = threading.Timer(10, lambda: flag.unlink(missing_ok=True))  # were the fix gone: no hang, a failure
+    fallback.start()
+    calls = [lambda n=n: runs.train_run("configs/demo.yaml", [], str(work), n, log=log) for n in ("a", "b")]
+    t0 = time.time()
+    try:
+        with pytest.raises(Interrupted), runs.stop_children_on_signals(log=log):
+            runs.run_all(calls, jobs=2)
+    finally:
+        fallback.cancel()
+    assert waiting.is_set() and time.time() - t0 < 5, lines
+    assert flag.exists()  # ended by the stop, not by the file going
