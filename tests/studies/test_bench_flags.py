@@ -55,7 +55,7 @@ EXPECTED = {  # argv after `esopt bench`: the call the bench makes (as before th
     ("compare",): ("main", (C, [], "bench-results/compare.json", [0, 1, 2]),
                    {"grpo_lrs": None, "es_sigmas": None, "tune_seeds": None, "jobs": 1, "budget_seconds": None,
                     "arms": None, "final_overrides": None, "tune_only": False, "unseen_by_seeds": None}),
-    ("settings",): ("main", (C, [], "bench-results/settings.json", None, [0]), {"jobs": 1}),
+    ("settings",): ("main", (C, [], "bench-results/settings.json", None, [0]), {"jobs": 1, "unseen_by_seeds": None}),
     ("population",): ("main", (C, [], "bench-results/population.json", [], [8, 16]), {"seed": 0}),
     ("horizon",): ("main", (C, [], "bench-results/horizon.json", [0, 1]),
                    {"tasks": None, "grpo_lr": None, "jobs": 1, "es_sigma": None}),
@@ -86,6 +86,8 @@ def test_flags_reach_the_study(monkeypatch):
          {"grpo_lrs": [1e-5], "es_sigmas": [0.01], "tune_seeds": None, "jobs": 2, "budget_seconds": None,
           "arms": None, "final_overrides": ["tasks.heldout_skip=64", "eval.pass_at=[1,4]"], "tune_only": True,
           "unseen_by_seeds": [0, 5]})]
+    assert calls(monkeypatch, ["settings", C, "--arms", "a.yaml", "--seeds", "0,1", "--unseen-by-seeds", "0,10"]) == [
+        ("main", (C, [], "bench-results/settings.json", "a.yaml", [0, 1]), {"jobs": 1, "unseen_by_seeds": [0, 10]})]
     assert calls(monkeypatch, ["population", "--seed", "5", "--models", "a,b"]) == [
         ("main", (C, [], "bench-results/population.json", ["a", "b"], [8, 16]), {"seed": 5})]
     assert calls(monkeypatch, ["es-memory", "--optimizers", "sgd,adam"]) == [

@@ -115,6 +115,55 @@ def test_settings_that_played_held_out_get_its_figures_and_paired_differences(mo
     assert "held-out before" not in json.loads((tmp_path / "t.json").read_text())["table"]
 
 
+def test_settings_finals_give_pairs_task_by_task_and_figures_on_tasks_no_choice_played(monkeypatch, tmp_path, capsys):
+    """Final runs with per-task held-out figures: each pair's difference task by task (SE over tasks beside the
+    SE over seeds), and with unseen_by_seeds the figures again on the held-out tasks whose content no held-out or
+    validation set of those seeds holds, the sets read under the command's settings with tasks.heldout_skip=0."""
+    from esopt.studies.method import settings, unseen
+
+    def contents(cfg, seed, split):  # seed 10's tuning sets hold final task t1's content; t2, t3 are fresh
+        if seed == 10:
+            assert cfg.tasks.heldout_skip == 0
+            return {"a": "A", "b": "B"} if split == "heldout" else {"v": "V"}
+        assert split == "heldout" and cfg.tasks.heldout_skip == 8  # the final runs' held-out set
+        return {"t1": "B", "t2": "X", "t3": "Y"}
+
+    monkeypatch.setattr(unseen, "split_contents", contents)
+    final = {"full": {"t1": 1.0, "t2": 0.5, "t3": 0.5}, "norms": {"t1": 0.0, "t2": 1.0, "t3": 0.5}}
+
+    def fake(config, overrides, out_dir, name, records=None):
+        label = name.rsplit("-seed", 1)[0]
+        f = sum(final[label].values()) / 3
+        sm = {"generations": 2, "validation": {"base": {"reward": 0.1}, "final": {"reward": 0.2},
+                                              "improvement": {"mean": 0.1, "se": 0.02}},
+              "base": {"reward": 0.25}, "final": {"reward": f}, "improvement": {"mean": f - 0.25, "se": 0.03}}
+        return {"run_dir": f"{out_dir}/{name}", "summary": sm, "peak_rss_mb": 1024.0, "flat_updates": 0,
+                "curve": [{"episodes": 8, "train_seconds": 5.0}],
+                "heldout_by_task": {"base": {"t1": 0.5, "t2": 0.0, "t3": 0.25}, "final": dict(final[label])}}
+
+    monkeypatch.setattr(settings, "train_run", fake)
+    arms = tmp_path / "arms.yaml"
+    arms.write_text("full: [es.scope=full]\nnorms: [es.scope=norms]\n")
+    out = tmp_path / "f.json"
+    settings.main("configs/demo.yaml", ["tasks.heldout_skip=8"], str(out), str(arms), seeds=[0, 1],
+                  unseen_by_seeds=[10])
+    data = json.loads(out.read_text())
+    by_task = data["heldout_pairs"]["full - norms"]["by_task"]
+    assert by_task["mean"] == pytest.approx(1 / 6) and by_task["se_over_tasks"] == pytest.approx(0.44096 / 2 ** 0.5, rel=1e-4)
+    got = data["unseen"]
+    assert got["tasks_per_seed"] == [2, 2] and got["seen_by_seeds"] == [10]
+    assert got["rows"]["norms"]["bases"] == [0.125, 0.125] and got["rows"]["norms"]["finals"] == [0.75, 0.75]
+    assert got["pairs"]["full - norms"]["mean"] == pytest.approx(-0.25)  # (-0.5 + 0) / 2 on t2, t3
+    said = capsys.readouterr().out
+    assert "held-out tasks no run at seeds [10] played in held-out or validation: 2/2 of seeds [0, 1]" in said
+    assert "full - norms task by task: -0.2500 (SE over seeds 0.0000" in said
+    assert "RESULT heldout_unseen_gain_norms=0.625" in said
+    # finals on the sets those seeds played: nothing unseen, said in one line
+    monkeypatch.setattr(unseen, "split_contents", lambda cfg, seed, split: {"t1": "A", "t2": "B", "t3": "V"})
+    settings.main("configs/demo.yaml", [], str(out), str(arms), seeds=[0], unseen_by_seeds=[10])
+    assert json.loads(out.read_text())["unseen"] is None and "no figures on unseen tasks" in capsys.readouterr().out
+
+
 def test_ctrl_c_ends_runs_waiting_on_a_pause_file_side_by_side(tmp_path, monkeypatch):
     """--jobs 2, both runs waiting on RUNS/PAUSE: Ctrl-C ends the bench at once with Interrupted. It used to hang:
     the worker threads waited on the file forever while the executor waited for them."""

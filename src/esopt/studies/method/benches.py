@@ -57,9 +57,13 @@ BENCHES = {
                  (("--arms", dict(help="a YAML file of the settings, {label: [override, ...]}, e.g. "
                        "configs/studies/scope-sigma-arms.yaml")),
                   ("--seeds", dict(help="run seeds of every setting (default 0)")),
+                  ("--unseen-by-seeds", dict(help="also give held-out figures on the tasks that no run at these "
+                       "seeds played in held-out or validation under the command's settings with "
+                       "tasks.heldout_skip=0 (compared by content), e.g. 0,1,...,10")),
                   _JOBS),
                  lambda m, a, c, o: m.main(c, o, out_path(a, "settings"), a.arms, ints(a.seeds, "--seeds", "0"),
-                                           jobs=a.jobs)),
+                                           jobs=a.jobs, unseen_by_seeds=ints(a.unseen_by_seeds,
+                                                                             "--unseen-by-seeds"))),
     "population": ("population", "vanilla ES, small vs large population, on a weaker and a stronger backbone",
                    (("--models", dict(help="comma-separated backbones, weaker first (aliases, folders, exports)")),
                     ("--populations", dict(help="comma-separated population sizes (default 8,16)")),

@@ -55,6 +55,7 @@ from pathlib import Path
 from statistics import mean, stdev
 
 from ..runs import run_all, train_run
+from .unseen import paired_by_task, paired_note
 
 DEFAULT_GRPO_LRS = (1e-6, 1e-5, 1e-4)
 DEFAULT_SIGMA_FACTORS = (0.5, 1.0, 2.0)
@@ -204,61 +205,14 @@ def heldout_row(runs: list[dict]) -> dict:
             "peak_cuda_mb": max(cuda) if cuda else None, "pass_at": pass_at_rows(runs)}
 
 
-def paired_by_task(es_runs: list[dict], grpo_runs: list[dict], keep: list[set[str]] | None = None) -> dict | None:
-    """ES - GRPO on the final held-out tasks, seed by seed (the same tasks for both methods at a seed):
-    per seed the mean and SE over tasks of the task-by-task difference; over seeds their mean with the
-    SE over seeds (spread of the seed means) and the SE over tasks (the per-seed SEs pooled). With `keep`
-    (one set of task ids per seed), only those tasks count. None where a run has no per-task figures."""
-    from ...utils.stats import mean_se
-
-    per_seed = []
-    for k, (e, g) in enumerate(zip(es_runs, grpo_runs)):
-        a, b = ((r.get("heldout_by_task") or {}).get("final") for r in (e, g))
-        if not a or not b or set(a) != set(b):
-            return None
-        tasks = [t for t in a if keep is None or t in keep[k]]
-        if not tasks:
-            return None
-        per_seed.append(mean_se([a[t] - b[t] for t in tasks]))
-    means = [m for m, _ in per_seed]
-    n = len(means)
-    return {"per_seed": [{"mean": m, "se_over_tasks": se} for m, se in per_seed], "mean": mean(means),
-            "se_over_seeds": stdev(means) / math.sqrt(n) if n > 1 else None,
-            "se_over_tasks": math.sqrt(sum(se ** 2 for _, se in per_seed)) / n}
-
-
-def _paired_note(p: dict) -> str:
-    """paired_by_task's figures as the console writes them: "+0.0510 (SE over seeds 0.2082, SE over tasks 0.0278)"."""
-    se_seeds = f"{p['se_over_seeds']:.4f}" if p["se_over_seeds"] is not None else "n/a"
-    return f"{p['mean']:+.4f} (SE over seeds {se_seeds}, SE over tasks {p['se_over_tasks']:.4f})"
-
-
-def subset_row(runs: list[dict], keep: list[set[str]]) -> dict | None:
-    """One method's held-out reward before and after training on a subset of each seed's tasks (`keep`, one set
-    per seed), from the runs' per-task figures; None where a run lacks them."""
-    bases, finals = [], []
-    for r, ids in zip(runs, keep):
-        by = r.get("heldout_by_task") or {}
-        if not by.get("base") or not by.get("final") or not ids <= set(by["final"]) or not ids <= set(by["base"]):
-            return None
-        bases.append(mean(by["base"][t] for t in ids))
-        finals.append(mean(by["final"][t] for t in ids))
-    return {"tasks_per_seed": [len(ids) for ids in keep], "bases": bases, "finals": finals,
-            "base_mean": mean(bases), "final_mean": mean(finals),
-            "improvements": [f - b for b, f in zip(bases, finals)]}
-
-
 def unseen_figures(config: str, base: list[str], final_overrides: list[str], seeds: list[int],
                    unseen_by_seeds: list[int], final: dict[str, list[dict]]) -> dict | None:
     """The finals on the held-out tasks that none of the held-out and validation sets of runs at
     `unseen_by_seeds` (under the tuning settings) holds: per method before/after and ES - GRPO task by task.
     None where a final seed has no such task or a run lacks per-task figures."""
-    from ...config import load_config
-    from .unseen import seen_contents, unseen_ids
+    from .unseen import subset_row, unseen_keep
 
-    seen = seen_contents(load_config(config, base), unseen_by_seeds)
-    final_cfg = load_config(config, base + final_overrides)
-    keep = [unseen_ids(final_cfg, seed, seen) for seed in seeds]
+    keep = unseen_keep(config, base, base + final_overrides, seeds, unseen_by_seeds)
     if not all(keep):  # e.g. the finals replay a set those seeds played (no tasks.heldout_skip)
         return None
     rows = {arm: subset_row(final[arm], keep) for arm in ARMS}
@@ -504,7 +458,7 @@ def main(config: str, overrides: list[str], out: str, seeds: list[int], work_dir
     print(f"plot: {png}")
     paired = paired_by_task(final["es"], final["grpo"])
     if paired is not None:
-        print(f"ES - GRPO on the final held-out, task by task: {_paired_note(paired)}")
+        print(f"ES - GRPO on the final held-out, task by task: {paired_note(paired)}")
 
     unseen = (unseen_figures(config, base, final_overrides, seeds, unseen_by_seeds, final)
               if unseen_by_seeds else None)
@@ -515,7 +469,7 @@ def main(config: str, overrides: list[str], out: str, seeds: list[int], work_dir
             print(f"  {arm:5s} {unseen[arm]['base_mean']:.4f} -> {unseen[arm]['final_mean']:.4f} "
                   f"(improvement per seed {','.join(f'{v:+.3f}' for v in unseen[arm]['improvements'])})")
         if unseen["es_minus_grpo_by_task"] is not None:
-            print(f"  ES - GRPO task by task: {_paired_note(unseen['es_minus_grpo_by_task'])}")
+            print(f"  ES - GRPO task by task: {paired_note(unseen['es_minus_grpo_by_task'])}")
     elif unseen_by_seeds:
         print(f"(no figures on unseen tasks: a final seed has no held-out task outside the sets of seeds "
               f"{unseen_by_seeds}, or the final runs lack per-task held-out figures)")

@@ -15,7 +15,11 @@ give held-out before -> after per setting and, for every two settings, their dif
 held-out seed by seed (mean, SE over seeds): the way to take the settings a tuning invocation chose
 (on validation, with eval.heldout=never so held-out is not played) to final figures at other seeds,
 e.g. on a fresh held-out set (tasks.heldout_skip). Choosing on held-out figures is the mistake this
-keeps apart: tune with held-out off, then run the chosen settings with it on.
+keeps apart: tune with held-out off, then run the chosen settings with it on. Where the runs recorded
+per-task held-out figures, each pair also gets its task-by-task difference (SE over tasks beside the SE over
+seeds), and --unseen-by-seeds gives the finals again on the held-out tasks that no run at those seeds played
+in held-out or validation under the command's settings with tasks.heldout_skip=0 (the sets a tuning
+invocation reads), as bench compare does.
 """
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ from pathlib import Path
 from statistics import mean, stdev
 
 from ..runs import run_all, train_run
+from .unseen import paired_by_task, paired_note
 
 
 def read_settings(path: str) -> dict[str, list[str]]:
@@ -106,6 +111,25 @@ def paired_heldout(rows: dict[str, dict]) -> dict[str, dict]:
     return out
 
 
+def unseen_settings(config: str, overrides: list[str], seeds: list[int], unseen_by_seeds: list[int],
+                    by: dict[str, list[dict]]) -> dict | None:
+    """The finals on the held-out tasks no run at `unseen_by_seeds` played (held-out or validation, under the
+    command's settings with tasks.heldout_skip=0): per setting before/after and every two settings' difference
+    task by task. None where a final seed has no such task or a run lacks per-task figures."""
+    from .unseen import paired_by_task, subset_row, unseen_keep
+
+    keep = unseen_keep(config, [*overrides, "tasks.heldout_skip=0"], overrides, seeds, unseen_by_seeds)
+    if not all(keep):  # e.g. the finals replay a set those seeds played (no tasks.heldout_skip)
+        return None
+    rows = {label: subset_row(runs, keep) for label, runs in by.items()}
+    if None in rows.values():
+        return None
+    labels = list(by)
+    pairs = {f"{a} - {b}": paired_by_task(by[a], by[b], keep) for i, a in enumerate(labels) for b in labels[i + 1:]}
+    return {"seen_by_seeds": unseen_by_seeds, "tasks_per_seed": [len(k) for k in keep], "rows": rows,
+            "pairs": pairs}
+
+
 def table(rows: dict[str, dict]) -> str:
     held = any("heldout_gain" in r for r in rows.values())
     lines = ["| setting | validation before -> after | gain (± SE over tasks) |"
@@ -129,7 +153,8 @@ def table(rows: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
-def main(config: str, overrides: list[str], out: str, arms: str | None, seeds: list[int], jobs: int = 1) -> dict:
+def main(config: str, overrides: list[str], out: str, arms: str | None, seeds: list[int], jobs: int = 1,
+         unseen_by_seeds: list[int] | None = None) -> dict:
     from ...config import ConfigError
     from ..common import write_results
 
@@ -156,12 +181,29 @@ def main(config: str, overrides: list[str], out: str, arms: str | None, seeds: l
     print(table(rows), flush=True)
     pairs = paired_heldout(rows)
     for name, d in pairs.items():
+        a, b = name.split(" - ")
+        d["by_task"] = paired_by_task(by[a], by[b])
         se = f"{d['se_over_seeds']:.4f}" if d["se_over_seeds"] is not None else "n/a (one seed)"
-        print(f"held-out after training, {name}: {d['mean']:+.4f} (SE over seeds {se}; per seed "
+        tasks = f", SE over tasks {d['by_task']['se_over_tasks']:.4f}" if d["by_task"] else ""
+        print(f"held-out after training, {name}: {d['mean']:+.4f} (SE over seeds {se}{tasks}; per seed "
               f"{', '.join(f'{x:+.3f}' for x in d['per_seed'])})", flush=True)
+    unseen = unseen_settings(config, overrides, seeds, unseen_by_seeds, by) if unseen_by_seeds else None
+    if unseen is not None:
+        print(f"held-out tasks no run at seeds {unseen_by_seeds} played in held-out or validation: "
+              f"{'/'.join(map(str, unseen['tasks_per_seed']))} of seeds {seeds}", flush=True)
+        for label, r in unseen["rows"].items():
+            print(f"  {label} {r['base_mean']:.4f} -> {r['final_mean']:.4f} (improvement per seed "
+                  f"{', '.join(f'{v:+.3f}' for v in r['improvements'])})", flush=True)
+        for name, p in unseen["pairs"].items():
+            print(f"  {name} task by task: {paired_note(p)}", flush=True)
+    elif unseen_by_seeds:
+        print(f"(no figures on unseen tasks: a final seed has no held-out task outside the sets of seeds "
+              f"{unseen_by_seeds}, or the runs lack per-task held-out figures)", flush=True)
     results = {f"gain_{label}": r["gain"] for label, r in rows.items()}
     results.update({f"heldout_gain_{label}": r["heldout_gain"] for label, r in rows.items() if "heldout_gain" in r})
+    if unseen is not None:
+        results.update({f"heldout_unseen_gain_{label}": mean(r["improvements"]) for label, r in unseen["rows"].items()})
     write_results(out, "settings", results, {"config": config, "overrides": overrides, "arms_file": arms,
                                              "arms": settings, "seeds": seeds, "jobs": jobs, "rows": rows,
-                                             "heldout_pairs": pairs, "table": table(rows)})
+                                             "heldout_pairs": pairs, "unseen": unseen, "table": table(rows)})
     return rows
