@@ -174,8 +174,8 @@ def test_tune_only_then_finals_with_their_own_overrides_and_pass_at_k(monkeypatc
         run = timed_run(name, out_dir, val[label], 0.3 if arm == "es" else 0.2, None)
         if "eval.pass_at=[1,2]" in overrides:
             run["summary"]["base"].update(pass_at_1=0.1, pass_at_2=0.15)
-            run["summary"]["final"].update(pass_at_1=0.3 if arm == "es" else 0.2, pass_at_2=0.5, pass_at_2_se=0.1,
-                                           pass_at_n=2)
+            run["summary"]["final"].update(pass_at_1=(0.3 + 0.2 * seed) if arm == "es" else 0.2, pass_at_2=0.5,
+                                           pass_at_2_se=0.1, pass_at_n=2)
         return run
 
     monkeypatch.setattr(compare, "train_run", fake)
@@ -195,9 +195,11 @@ def test_tune_only_then_finals_with_their_own_overrides_and_pass_at_k(monkeypatc
     finals = calls[4:]
     assert [n for n, _ in finals] == ["es-b-seed0", "grpo-x-seed0", "es-b-seed1", "grpo-x-seed1"]
     assert all(o[-len(fresh) - 1:-1] == fresh for _, o in finals) and not any("tasks.heldout_skip=8" in o for _, o in calls[:4])
-    assert res["es_minus_grpo_pass_at_1"] == pytest.approx(0.1) and res["es_minus_grpo_pass_at_2"] == 0.0
+    assert res["es_minus_grpo_pass_at_1"] == pytest.approx(0.2) and res["es_minus_grpo_pass_at_2"] == 0.0
+    assert res["es_minus_grpo_pass_at_1_se_over_seeds"] == pytest.approx(0.1)  # per seed +0.1, +0.3
+    assert "ES - GRPO +0.2000 (SE over seeds 0.1000; per seed +0.100, +0.300)" in capsys.readouterr().out
     row = json.loads(out.read_text())["table"]["es"]["pass_at"]
-    assert row["1"] == {"bases": [0.1, 0.1], "finals": [0.3, 0.3], "final_mean": 0.3, "base_mean": 0.1}
+    assert row["1"] == {"bases": [0.1, 0.1], "finals": [0.3, 0.5], "final_mean": pytest.approx(0.4), "base_mean": 0.1}
     with pytest.raises(ConfigError, match="tasks.heldout_skipp"):
         compare.main("configs/demo.yaml", TINY, str(out), **{**kw, "final_overrides": ["tasks.heldout_skipp=8"]})
 
