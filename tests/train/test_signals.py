@@ -132,7 +132,7 @@ def test_ctrl_c_to_bench_compare_stops_its_training_run_at_a_safe_point(esopt_ca
     assert "[bench] Ctrl-C: 1 training run(s) under way stop at their safe points" in stdout, stdout
     assert err.strip().splitlines()[-1] == (
         f"[esopt] stopped by Ctrl-C during esopt bench compare (training run es-sigma0.05-seed0): {out} was not "
-        f"written; the runs finished before it stay in {tmp_path / 'c-runs'}, with es-sigma0.05-seed0 stopped at a "
-        "safe point: it resumes when the same command runs again"), err
+        f"written; the runs finished before it stay in {tmp_path / 'c-runs'}, with es-sigma0.05-seed0 stopped (at its "
+        "safe point, or at once on a second Ctrl-C): it resumes when the same command runs again"), err
     assert "Traceback" not in err
     assert not out.exists() and not (history.parent / "summary.json").exists() and trained()

@@ -188,7 +188,7 @@ def train_run(config: str, overrides: list[str], out_dir: str, name: str, log=pr
             err = Interrupted(_stopping[0])
             err.phase, err.kept = f"training run {name}", (
                 f"the runs finished before it stay in {out_dir}, with {name} " +
-                ("stopped at a safe point: it resumes" if proc.returncode == 130 else
+                ("stopped (at its safe point, or at once on a second Ctrl-C): it resumes" if proc.returncode == 130 else
                  f"ended (exit {proc.returncode}): it starts again") + " when the same command runs again")
             raise err
         if proc.returncode != 0:
