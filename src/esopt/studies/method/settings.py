@@ -116,7 +116,7 @@ def unseen_settings(config: str, overrides: list[str], seeds: list[int], unseen_
     """The finals on the held-out tasks no run at `unseen_by_seeds` played (held-out or validation, under the
     command's settings with tasks.heldout_skip=0): per setting before/after and every two settings' difference
     task by task. None where a final seed has no such task or a run lacks per-task figures."""
-    from .unseen import paired_by_task, subset_row, unseen_keep
+    from .unseen import subset_row, unseen_keep
 
     keep = unseen_keep(config, [*overrides, "tasks.heldout_skip=0"], overrides, seeds, unseen_by_seeds)
     if not all(keep):  # e.g. the finals replay a set those seeds played (no tasks.heldout_skip)

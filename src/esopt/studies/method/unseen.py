@@ -84,8 +84,8 @@ def paired_note(p: dict) -> str:
 
 
 def subset_row(runs: list[dict], keep: list[set[str]]) -> dict | None:
-    """One method's (or setting's) held-out reward before and after training on a subset of each seed's tasks (`keep`, one set
-    per seed), from the runs' per-task figures; None where a run lacks them."""
+    """One method's (or setting's) held-out reward before and after training on a subset of each seed's tasks
+    (`keep`, one set per seed), from the runs' per-task figures; None where a run lacks them."""
     bases, finals = [], []
     for r, ids in zip(runs, keep):
         by = r.get("heldout_by_task") or {}
