@@ -482,8 +482,18 @@ def build_config(tree: dict) -> Config:
         raise ConfigError(_format_error(err)) from None
 
 
-def read_config_tree(path: str | Path) -> dict:
-    """A config file's YAML as a dict; one clear error when it is missing, not YAML or not a mapping."""
+def merge_trees(base: dict, top: dict) -> dict:
+    """`top` over `base`: sections merge key by key, a value or a list in `top` replaces the base's."""
+    out = dict(base)
+    for key, value in top.items():
+        out[key] = merge_trees(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def read_config_tree(path: str | Path, _chain: tuple[Path, ...] = ()) -> dict:
+    """A config file's YAML as a dict; one clear error when it is missing, not YAML or not a mapping.
+    `extends: FILE` (a path relative to the file) starts from that config and sets what the file gives over it;
+    a file with another env.id than its base's keeps none of the base's env options, system prompt or examples."""
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"config file {path} does not exist")
@@ -498,7 +508,24 @@ def read_config_tree(path: str | Path) -> dict:
     if not isinstance(tree, dict):
         raise ConfigError(f"config file {path} must hold a mapping of settings (key: value) at the top level, "
                           f"not a {type(tree).__name__}")
-    return tree
+    if "extends" not in tree:
+        return tree
+    base = tree.pop("extends")
+    if not isinstance(base, str) or not base.strip():
+        raise ConfigError(f"config file {path}: extends must name one config file (a path relative to {path.parent}), "
+                          f"not {base!r}")
+    chain, base_path = (*_chain, path.resolve()), path.parent / base
+    if not base_path.exists():
+        raise ConfigError(f"config file {path} extends {base}, which does not exist ({base_path})")
+    if base_path.resolve() in chain:
+        raise ConfigError(f"config file {path} extends {base}, which is already in its chain "
+                          f"({' -> '.join(p.name for p in chain)}): a config cannot extend itself")
+    under = read_config_tree(base_path, chain)
+    new_id = (tree.get("env") or {}).get("id") if isinstance(tree.get("env"), dict) else None
+    if new_id and isinstance(under.get("env"), dict) and new_id != under["env"].get("id", "sudoku"):
+        given = {f"agent.{k}" for k in tree.get("agent") or {}} if isinstance(tree.get("agent"), dict) else set()
+        _switch_env(under, base_path, new_id, given)  # another env: the base's options and context are not its
+    return merge_trees(under, tree)
 
 
 ENV_KEYS = ("id", "max_turns")  # the env section's own keys; every other key is the env's option

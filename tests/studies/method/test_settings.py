@@ -202,3 +202,13 @@ def test_ctrl_c_ends_runs_waiting_on_a_pause_file_side_by_side(tmp_path, monkeyp
         fallback.cancel()
     assert waiting.is_set() and time.time() - t0 < 5, lines
     assert flag.exists()  # ended by the stop, not by the file going
+
+
+def test_the_table_rounds_flat_updates_averaged_over_seeds():
+    """Flat updates are a mean over seeds: 1 of 3 reads 0.33, not 0.333333."""
+    from esopt.studies.method.settings import table
+
+    row = {"validation_base": 0.1, "validation_final": 0.2, "gain": 0.1, "gain_se_over_tasks": 0.02,
+           "gain_std_over_seeds": 0.01, "updates": 8, "flat_updates": 1 / 3, "episodes": 512,
+           "train_seconds": 1000.0, "peak_rss_mb": 4096.0}
+    assert "| 8 (0.33) | 512 | 1000 | 4.0 GB |" in table({"full": row})

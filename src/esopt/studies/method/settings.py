@@ -148,7 +148,7 @@ def table(rows: dict[str, dict]) -> str:
         elif held:
             cells = " - | - |"
         lines.append(f"| {label} | {r['validation_base']:.3f} -> {r['validation_final']:.3f} | {r['gain']:+.3f} ± "
-                     f"{r['gain_se_over_tasks']:.3f}{spread} |{cells} {r['updates']:g} ({r['flat_updates']:g}) | "
+                     f"{r['gain_se_over_tasks']:.3f}{spread} |{cells} {r['updates']:g} ({round(r['flat_updates'], 2):g}) | "
                      f"{r['episodes']:g} | {r['train_seconds']:.0f} | {rss} |")
     return "\n".join(lines)
 
