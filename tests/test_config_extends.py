@@ -39,7 +39,8 @@ def test_a_chain_of_bases_and_another_env_than_the_base_s(tmp_path):
 
 
 @pytest.mark.parametrize("text, said", [
-    ("extends: nowhere.yaml\n", "extends nowhere.yaml, which does not exist"),
+    ("extends: nowhere.yaml\n", "extends nowhere.yaml, which is not a file"),
+    ("extends: .\n", "extends ., which is not a file"),
     ("extends: c.yaml\n", "extends c.yaml, which is already in its chain (c.yaml): a config cannot extend itself"),
     ("extends: [a.yaml]\n", "extends must name one config file"),
 ])

@@ -515,13 +515,13 @@ def read_config_tree(path: str | Path, _chain: tuple[Path, ...] = ()) -> dict:
         raise ConfigError(f"config file {path}: extends must name one config file (a path relative to {path.parent}), "
                           f"not {base!r}")
     chain, base_path = (*_chain, path.resolve()), path.parent / base
-    if not base_path.exists():
-        raise ConfigError(f"config file {path} extends {base}, which does not exist ({base_path})")
+    if not base_path.is_file():
+        raise ConfigError(f"config file {path} extends {base}, which is not a file ({base_path})")
     if base_path.resolve() in chain:
         raise ConfigError(f"config file {path} extends {base}, which is already in its chain "
                           f"({' -> '.join(p.name for p in chain)}): a config cannot extend itself")
     under = read_config_tree(base_path, chain)
-    new_id = (tree.get("env") or {}).get("id") if isinstance(tree.get("env"), dict) else None
+    new_id = tree["env"].get("id") if isinstance(tree.get("env"), dict) else None
     if new_id and isinstance(under.get("env"), dict) and new_id != under["env"].get("id", "sudoku"):
         given = {f"agent.{k}" for k in tree.get("agent") or {}} if isinstance(tree.get("agent"), dict) else set()
         _switch_env(under, base_path, new_id, given)  # another env: the base's options and context are not its
