@@ -482,14 +482,6 @@ def build_config(tree: dict) -> Config:
         raise ConfigError(_format_error(err)) from None
 
 
-def merge_trees(base: dict, top: dict) -> dict:
-    """`top` over `base`: sections merge key by key, a value or a list in `top` replaces the base's."""
-    out = dict(base)
-    for key, value in top.items():
-        out[key] = merge_trees(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
-    return out
-
-
 def read_config_tree(path: str | Path, _chain: tuple[Path, ...] = ()) -> dict:
     """A config file's YAML as a dict; one clear error when it is missing, not YAML or not a mapping.
     `extends: FILE` (a path relative to the file) starts from that config and sets what the file gives over it;
@@ -521,11 +513,10 @@ def read_config_tree(path: str | Path, _chain: tuple[Path, ...] = ()) -> dict:
         raise ConfigError(f"config file {path} extends {base}, which is already in its chain "
                           f"({' -> '.join(p.name for p in chain)}): a config cannot extend itself")
     under = read_config_tree(base_path, chain)
-    new_id = tree["env"].get("id") if isinstance(tree.get("env"), dict) else None
-    if new_id and isinstance(under.get("env"), dict) and new_id != under["env"].get("id", "sudoku"):
-        given = {f"agent.{k}" for k in tree.get("agent") or {}} if isinstance(tree.get("agent"), dict) else set()
-        _switch_env(under, base_path, new_id, given)  # another env: the base's options and context are not its
-    return merge_trees(under, tree)
+    if isinstance(tree.get("env"), dict):  # another env: the base's options and context are not its
+        given = {f"agent.{k}" for k in tree["agent"]} if isinstance(tree.get("agent"), dict) else set()
+        _switch_env(under, base_path, tree["env"].get("id"), given)
+    return _merged(under, tree)  # sections merge key by key, a value or a list replaces
 
 
 ENV_KEYS = ("id", "max_turns")  # the env section's own keys; every other key is the env's option
@@ -533,11 +524,14 @@ AGENT_CONTEXT = ("system_prompt", "examples")  # what the agent is told about it
 _NOTICES: set[str] = set()  # said once per process (bench commands load a config many times)
 
 
-def _switch_env(tree: dict, path, new_id: str, given: set[str]) -> str | None:
-    """Another env on the command line than the file's: the file's env options and the agent context
-    (system prompt, examples) were written for the file's env, so they are dropped, the context with
-    a notice (returned, said once the config is valid); what the command line gives itself stays."""
-    env = tree["env"]
+def _switch_env(tree: dict, path, new_id: str | None, given: set[str]) -> str | None:
+    """Another env on the command line (or in a file that extends this one) than the file's: the file's
+    env options and the agent context (system prompt, examples) were written for the file's env, so they
+    are dropped, the context with a notice (returned, said once the config is valid); what the command
+    line gives itself stays. No new_id, the same env or a file without an env section: nothing changes."""
+    env = tree.get("env")
+    if not new_id or not isinstance(env, dict) or new_id == env.get("id", "sudoku"):
+        return None
     old_id = env.get("id", "sudoku")
     tree["env"] = {k: v for k, v in env.items() if k in ENV_KEYS}
     agent = tree.get("agent")
@@ -556,10 +550,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     tree: dict = read_config_tree(path) if path is not None else {}
     parsed = [parse_override(item) for item in overrides or []]
     new_id = [v for k, v in parsed if k == "env.id"]
-    env = tree.get("env")
-    notice = None
-    if new_id and isinstance(env, dict) and new_id[-1] != env.get("id", "sudoku"):
-        notice = _switch_env(tree, path, new_id[-1], {k for k, _ in parsed})
+    notice = _switch_env(tree, path, new_id[-1] if new_id else None, {k for k, _ in parsed})
     for key, value in parsed:
         set_dotted(tree, key, value)
     cfg = build_config(tree)  # a config refused stays one line: the notice follows a valid one only
