@@ -54,6 +54,7 @@ import math
 from pathlib import Path
 from statistics import mean, stdev
 
+from ...utils.stats import mean_se
 from ..runs import run_all, train_run
 from .unseen import paired_by_task, paired_note
 
@@ -492,12 +493,13 @@ def main(config: str, overrides: list[str], out: str, seeds: list[int], work_dir
         other = table["grpo"]["pass_at"].get(k)
         if other is not None:
             diffs = [a - b for a, b in zip(row["finals"], other["finals"])]  # seed by seed: the same tasks
-            res[f"es_minus_grpo_pass_at_{k}"] = mean(diffs)
-            se = stdev(diffs) / math.sqrt(len(diffs)) if len(diffs) > 1 else None
+            d, se = mean_se(diffs)
+            se = se if len(diffs) > 1 else None
+            res[f"es_minus_grpo_pass_at_{k}"] = d
             if se is not None:
                 res[f"es_minus_grpo_pass_at_{k}_se_over_seeds"] = se
             print(f"held-out pass@{k} after training, mean over seeds: ES {row['final_mean']:.4f}, GRPO "
-                  f"{other['final_mean']:.4f}; ES - GRPO {mean(diffs):+.4f} (SE over seeds "
+                  f"{other['final_mean']:.4f}; ES - GRPO {d:+.4f} (SE over seeds "
                   f"{f'{se:.4f}' if se is not None else 'n/a'}; per seed {', '.join(f'{d:+.3f}' for d in diffs)})")
     if unseen is not None and unseen["es_minus_grpo_by_task"] is not None:
         res["es_minus_grpo_heldout_unseen"] = unseen["es_minus_grpo_by_task"]["mean"]

@@ -26,6 +26,7 @@ from __future__ import annotations
 from pathlib import Path
 from statistics import mean, stdev
 
+from ...utils.stats import mean_se
 from ..runs import run_all, train_run
 from .unseen import paired_by_task, paired_note
 
@@ -106,8 +107,8 @@ def paired_heldout(rows: dict[str, dict]) -> dict[str, dict]:
             if rows[a]["seeds"] != rows[b]["seeds"]:
                 continue
             diffs = [x - y for x, y in zip(rows[a]["heldout_finals"], rows[b]["heldout_finals"])]
-            se = stdev(diffs) / len(diffs) ** 0.5 if len(diffs) > 1 else None
-            out[f"{a} - {b}"] = {"per_seed": diffs, "mean": mean(diffs), "se_over_seeds": se}
+            d, se = mean_se(diffs)
+            out[f"{a} - {b}"] = {"per_seed": diffs, "mean": d, "se_over_seeds": se if len(diffs) > 1 else None}
     return out
 
 

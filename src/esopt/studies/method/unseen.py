@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import math
-from statistics import mean, stdev
+from statistics import mean
 
 
 def _content(obs) -> str:
@@ -70,10 +70,10 @@ def paired_by_task(a_runs: list[dict], b_runs: list[dict], keep: list[set[str]] 
         if not tasks:
             return None
         per_seed.append(mean_se([a[t] - b[t] for t in tasks]))
-    means = [m for m, _ in per_seed]
-    n = len(means)
-    return {"per_seed": [{"mean": m, "se_over_tasks": se} for m, se in per_seed], "mean": mean(means),
-            "se_over_seeds": stdev(means) / math.sqrt(n) if n > 1 else None,
+    n = len(per_seed)
+    overall, se_seeds = mean_se([m for m, _ in per_seed])
+    return {"per_seed": [{"mean": m, "se_over_tasks": se} for m, se in per_seed], "mean": overall,
+            "se_over_seeds": se_seeds if n > 1 else None,
             "se_over_tasks": math.sqrt(sum(se ** 2 for _, se in per_seed)) / n}
 
 
